@@ -1,0 +1,110 @@
+"""The whole exception tree of remote-chain.
+
+::
+
+    RemoteChainError
+    ├── ConfigError            bad YAML/TOML, unknown cluster, invalid field (names file and field)
+    ├── RemoteError            transport failures, always carrying the cluster/host
+    │   ├── ConnectError       transient: refused, reset, unreachable
+    │   ├── RemoteTimeout      transient: a connect or command took too long
+    │   ├── AuthenticationError  never retried
+    │   ├── HostKeyError       never retried: unknown or changed host key
+    │   └── CommandFailedError a remote command exited non-zero (command, exit status, stderr)
+    ├── SlurmError
+    │   ├── SubmitError        sbatch refused a job
+    │   ├── AccountingError    sacct failed (slurmdbd down, ...)
+    │   └── JobNotVisibleError transient: accounting has not caught up yet
+    └── StateError             corrupt or inconsistent chain state files
+
+Whether an error is transient is a property of its class (``transient``); retry policies
+list classes, never bare ``Exception``. The CLI maps classes to exit codes in one table.
+"""
+
+from __future__ import annotations
+
+
+class RemoteChainError(Exception):
+    """Root of every error remote-chain raises on purpose."""
+
+    transient: bool = False
+    exit_code: int = 1
+
+
+class ConfigError(RemoteChainError):
+    """A config file, profile or command-line value is invalid.
+
+    ``source`` names the file (or ``"<command line>"``), ``field`` the dotted field path.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, source: str | None = None, field: str | None = None):
+        self.message = message
+        self.source = source
+        self.field = field
+        where = ": ".join(part for part in (source, field) if part)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class RemoteError(RemoteChainError):
+    """The transport to a cluster failed. ``host`` is always named."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, host: str):
+        self.message = message
+        self.host = host
+        super().__init__(f"{host}: {message}")
+
+
+class ConnectError(RemoteError):
+    transient = True
+
+
+class RemoteTimeout(RemoteError):
+    transient = True
+
+
+class AuthenticationError(RemoteError):
+    pass
+
+
+class HostKeyError(RemoteError):
+    pass
+
+
+class CommandFailedError(RemoteError):
+    """A remote command ran but exited non-zero; not a reachability problem."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, host: str, command: str, exit_status: int, stderr: str):
+        self.command = command
+        self.exit_status = exit_status
+        self.stderr = stderr
+        super().__init__(f"{message} (exit {exit_status}): {stderr.strip()[-500:]}", host=host)
+
+
+class SlurmError(RemoteChainError):
+    pass
+
+
+class SubmitError(SlurmError):
+    pass
+
+
+class AccountingError(SlurmError):
+    transient = True
+
+
+class JobNotVisibleError(SlurmError):
+    transient = True
+
+
+class StateError(RemoteChainError):
+    """A chain's state files are corrupt or contradict each other; names file and problem."""
+
+    def __init__(self, message: str, *, path: str):
+        self.message = message
+        self.path = path
+        super().__init__(f"{path}: {message}")

@@ -1,0 +1,98 @@
+"""PURE: argv builders and parsers for sacct, squeue and sbatch output.
+
+Every parser is noise-tolerant: a line that is not of the expected shape (a login banner, a
+warning from a Slurm plugin) is skipped, never raised on, and an unknown state parses to
+``SlurmState.UNKNOWN``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from remote_chain.models import JOB_ID_RE, JobId, SacctRecord, SlurmState
+
+# Fields asked of sacct, in order. JobIDRaw, not JobID: array tasks print "123_4" in JobID
+# but we key everything by the raw allocation id we were given by sbatch --parsable.
+SACCT_FIELDS = ("JobIDRaw", "State", "ElapsedRaw", "ExitCode", "Reason", "Start", "End")
+SQUEUE_FORMAT = "%i|%T|%r|%j"
+
+_CANCELLED_BY = re.compile(r"^CANCELLED\s+by\s+(\d+)")
+
+
+def sacct_argv(job_ids: Iterable[str], *, starttime: str | None = None) -> list[str]:
+    """``sacct`` for allocations only (-X), machine-readable, no header."""
+    argv = ["sacct", "-X", "--parsable2", "--noheader", "--format=" + ",".join(SACCT_FIELDS)]
+    if starttime:
+        # A start-time window: a recycled job id cannot match a job from before the run.
+        argv += ["--starttime", starttime, "--endtime", "now"]
+    argv += ["--jobs", ",".join(job_ids)]
+    return argv
+
+
+def squeue_argv(*, names: Iterable[str] = (), user: str | None = None) -> list[str]:
+    argv = ["squeue", "--noheader", "--format", SQUEUE_FORMAT]
+    if names:
+        argv += ["--name", ",".join(names)]
+    if user:
+        argv += ["--user", user]
+    return argv
+
+
+def parse_state(text: str) -> tuple[SlurmState, int | None]:
+    """``"CANCELLED by 1234"`` -> (CANCELLED, 1234); the uid is kept, never parsed as a state."""
+    match = _CANCELLED_BY.match(text.strip())
+    if match:
+        return SlurmState.CANCELLED, int(match.group(1))
+    return SlurmState.parse(text), None
+
+
+def _int_or_none(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+def parse_sacct(text: str) -> dict[JobId, SacctRecord]:
+    """Parse ``sacct -X --parsable2 --noheader --format=SACCT_FIELDS`` output.
+
+    A job requeued by Slurm appears once per run when ``--duplicates`` is given; the last
+    line wins, which is the newest run.
+    """
+    records: dict[JobId, SacctRecord] = {}
+    for line in text.splitlines():
+        parts = line.rstrip("\r").split("|")
+        if len(parts) != len(SACCT_FIELDS) or not JOB_ID_RE.match(parts[0]):
+            continue
+        state, by = parse_state(parts[1])
+        job_id = JobId(parts[0])
+        records[job_id] = SacctRecord(
+            job_id=job_id,
+            state=state,
+            cancelled_by=by,
+            elapsed_s=_int_or_none(parts[2]),
+            exit_code=parts[3],
+            reason=parts[4],
+            start=parts[5],
+            end=parts[6],
+        )
+    return records
+
+
+def parse_squeue(text: str) -> dict[JobId, tuple[SlurmState, str, str]]:
+    """Parse ``squeue --format SQUEUE_FORMAT`` into job id -> (state, reason, name)."""
+    jobs: dict[JobId, tuple[SlurmState, str, str]] = {}
+    for line in text.splitlines():
+        parts = line.rstrip("\r").split("|", 3)
+        if len(parts) != 4 or not JOB_ID_RE.match(parts[0]):
+            continue
+        jobs[JobId(parts[0])] = (SlurmState.parse(parts[1]), parts[2], parts[3])
+    return jobs
+
+
+def parse_sbatch_parsable(text: str) -> JobId | None:
+    """``sbatch --parsable`` prints ``jobid`` or ``jobid;cluster``; noise lines are skipped."""
+    for line in reversed(text.strip().splitlines()):
+        candidate = line.strip().split(";", 1)[0]
+        if JOB_ID_RE.match(candidate):
+            return JobId(candidate)
+    return None

@@ -1,0 +1,207 @@
+# The chain prologue (resumable-runs.md, "How it works"). Not a standalone script: script.py
+# substitutes the __NAMES__ (file names, actions, outcomes from chain.py) and prepends the
+# constants and the generated rc_outcome/rc_rule functions.
+RC_SELF="$RC_DIR/job.sh"
+RC_JOB_ID=${SLURM_JOB_ID:-$$}
+RC_UID=$(id -u)
+
+# Logs go to stderr (the job's log file): stdout of helpers is captured by $(...).
+rc_log() { printf '[remote-chain %s] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }
+# One line per fact, appended: status reads it; a requeued job only ever adds lines.
+rc_event() { printf '%s %s %s\n' "$(date +%s)" "$RC_JOB_ID" "$*" >> __EVENTS__; }
+
+# Write a state file atomically (tmp + rename), so a job killed mid-write never leaves it torn.
+rc_write() { printf '%s\n' "$2" > "$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"; }
+
+# A corrupt state file stops the chain loudly: never a silent reset, never a runaway chain.
+rc_corrupt() {
+  rc_log "corrupt state file $1: $2; the chain stops here (fix or remove the file, then remote-chain resume)"
+  rc_event "corrupt_state $1 $2"
+  exit 65
+}
+
+rc_read_int() {
+  local v
+  if [[ ! -e $1 ]]; then echo 0; return 0; fi
+  if [[ ! -r $1 ]]; then rc_corrupt "$1" "unreadable" ; fi
+  v=$(<"$1")
+  if [[ ! $v =~ ^[0-9]+$ ]] || (( ${#v} > 15 )); then rc_corrupt "$1" "not a whole number: '${v:0:40}'"; fi
+  echo "$v"
+}
+
+# Fill RC_CHAIN (array of job ids) from the chain file; any malformed line is corruption.
+rc_read_chain() {
+  RC_CHAIN=()
+  [[ -e __CHAIN__ ]] || return 0
+  [[ -r __CHAIN__ ]] || rc_corrupt __CHAIN__ "unreadable"
+  local content line
+  content=$(<__CHAIN__; printf x) ; content=${content%x}
+  if [[ -n $content && ${content: -1} != $'\n' ]]; then rc_corrupt __CHAIN__ "truncated (no final newline)"; fi
+  while IFS= read -r line; do
+    [[ $line =~ ^[0-9]+([_+][0-9]+)?$ ]] || rc_corrupt __CHAIN__ "bad line '${line:0:40}'"
+    RC_CHAIN+=("$line")
+  done <<< "${content%$'\n'}"
+  if [[ -z $content ]]; then RC_CHAIN=(); fi
+}
+
+# Look the predecessor up in accounting. Sets P_STATE (empty: never seen), P_BY, P_ELAPSED.
+# Retries about a minute when the job is not visible yet or only a stale non-terminal state
+# shows (accounting lag), and stops early when squeue still holds the job (it was requeued).
+rc_lookup() {
+  local pred=$1 deadline=$((SECONDS + RC_LOOKUP_TIMEOUT)) out line f1 f2 f3 rest sq
+  P_STATE="" P_BY="" P_ELAPSED="" P_IN_QUEUE=0
+  while :; do
+    out=$(sacct -X --parsable2 --noheader --format=__SACCT_FIELDS__ \
+      --starttime "$RC_SACCT_START" --endtime now --jobs "$pred" 2>/dev/null) || out=""
+    while IFS='|' read -r f1 f2 f3 rest; do
+      # The last line for our id wins: with requeue, sacct lists the newest run last.
+      if [[ $f1 == "$pred" ]]; then P_STATE=${f2%% *} P_ELAPSED=$f3
+        if [[ $f2 =~ ^CANCELLED\ by\ ([0-9]+) ]]; then P_BY=${BASH_REMATCH[1]}; else P_BY=""; fi
+      fi
+    done <<< "$out"
+    if [[ -n $P_STATE && $(rc_outcome "$P_STATE") != not_visible ]]; then return 0; fi
+    sq=$(squeue --noheader --format=%T --jobs "$pred" 2>/dev/null | head -n 1) || sq=""
+    case "$sq" in
+      PENDING|RUNNING|REQUEUED|REQUEUE_HOLD|REQUEUE_FED|SUSPENDED|CONFIGURING|RESIZING)
+        P_IN_QUEUE=1; return 0 ;;
+    esac
+    if (( SECONDS >= deadline )); then return 0; fi
+    rc_log "predecessor $pred not final in accounting yet (state '${P_STATE:-none}'); retrying"
+    sleep "$RC_LOOKUP_INTERVAL"
+  done
+}
+
+# Queue this very file again, to run only if this job ends not-ok (spec: before any work).
+rc_queue_successor() {
+  local out
+  out=$(env -u SLURM_MEM_PER_CPU -u SLURM_MEM_PER_NODE -u SLURM_MEM_PER_GPU \
+    sbatch --parsable --dependency="afternotok:$RC_JOB_ID" --kill-on-invalid-dep=yes \
+    "$RC_SELF" "$RC_JOB_ID" 2>&1)
+  local rc=$? id
+  id=$(printf '%s\n' "$out" | grep -E '^[0-9]+(;.*)?$' | tail -n 1) ; id=${id%%;*}
+  if (( rc != 0 )) || [[ -z $id ]]; then
+    out=$(printf '%s' "$out" | tr '\n\t' '  ' | cut -c1-300)
+    rc_log "WARNING: could not queue a successor: $out"
+    rc_log "__WARNING__"
+    rc_event "successor_failed $out"
+    return 0
+  fi
+  rc_log "queued successor $id (afternotok:$RC_JOB_ID)"
+  rc_event "successor $id"
+}
+
+# Whether the successor this job queued on an earlier run (before a requeue) is still queued.
+rc_successor_alive() {
+  local id
+  id=$(awk -v j="$RC_JOB_ID" '$2 == j && $3 == "successor" {s = $4} END {print s}' __EVENTS__ 2>/dev/null)
+  [[ -n $id ]] || return 1
+  [[ -n $(squeue --noheader --format=%i --jobs "$id" 2>/dev/null) ]]
+}
+
+# Users may lower (never raise) their own time limit: keep the chain inside max_walltime.
+rc_clip_time_limit() {
+  local budget=$1 minutes
+  [[ -n $budget && $RC_EXECUTOR == slurm ]] || return 0
+  if [[ -n $RC_TIME_LIMIT ]] && (( budget >= RC_TIME_LIMIT )); then return 0; fi
+  minutes=$(( budget / 60 )); (( minutes >= 1 )) || minutes=1
+  if scontrol update JobId="$RC_JOB_ID" TimeLimit="$minutes" 2>&1; then
+    rc_log "time limit lowered to $minutes min: the walltime budget left"
+  else
+    rc_log "could not lower the time limit to $minutes min"
+  fi
+}
+
+rc_main() {
+  local pred=${1:-} action outcome="" counts_retry=0 checks_walltime=0
+  mkdir -p logs artifacts
+  if [[ -n $pred && ! $pred =~ ^[0-9]+([_+][0-9]+)?$ ]]; then
+    rc_log "invalid predecessor job id '${pred:0:40}'"; exit 64
+  fi
+  # The cancel marker of `remote-chain cancel` is checked before anything else.
+  if [[ -e __CANCEL__ ]]; then
+    rc_log "cancel marker found: the chain was cancelled; exiting without work"
+    rc_event "decided __STOP_CANCELLED__ marker"
+    exit 0
+  fi
+  rc_read_chain
+  local walltime retries
+  walltime=$(rc_read_int __WALLTIME__) || exit 65
+  retries=$(rc_read_int __RETRIES__) || exit 65
+  local -i restarted=0
+  for id in "${RC_CHAIN[@]}"; do [[ $id == "$RC_JOB_ID" ]] && restarted=1; done
+
+  if (( restarted )); then
+    # Requeued (same id, already in the chain): count nothing twice, queue nothing twice.
+    action=__RESTART__
+  elif (( ! RC_RESUMABLE )) || [[ -z $pred ]]; then
+    outcome=__FIRST__; rc_rule "$outcome"
+  else
+    rc_lookup "$pred"
+    if (( P_IN_QUEUE )); then
+      rc_log "predecessor $pred is queued again (requeued): it keeps the chain; exiting"
+      rc_event "decided __YIELD__ $pred ${P_STATE:-none}"
+      exit 0
+    fi
+    if [[ -z $P_STATE ]]; then outcome=__NOT_VISIBLE__; else outcome=$(rc_outcome "$P_STATE"); fi
+    if [[ $outcome == __CANCELLED__ && $RC_ADMIN_CANCEL == preempt && -n $P_BY && $P_BY != "$RC_UID" ]]; then
+      outcome=__INFRA__  # an admin's cancel, read as preemption by policy
+    fi
+    rc_rule "$outcome"
+    if [[ $outcome != __NOT_VISIBLE__ && $P_ELAPSED =~ ^[0-9]+$ ]]; then
+      walltime=$(( walltime + P_ELAPSED ))
+    fi
+    if (( counts_retry )); then
+      retries=$(( retries + 1 ))
+      if (( retries > RC_MAX_RETRIES )); then action=__EXIT_ERROR__; fi
+    fi
+    if [[ $action == __RESUME__ ]] && (( checks_walltime )) && [[ -n $RC_MAX_WALLTIME ]] \
+        && (( walltime >= RC_MAX_WALLTIME )); then
+      action=__STOP_WALLTIME__
+    fi
+  fi
+
+  if (( ! restarted )); then
+    rc_write __WALLTIME__ "$walltime"
+    rc_write __RETRIES__ "$retries"
+    printf '%s\n' "$RC_JOB_ID" >> __CHAIN__
+    RC_CHAIN+=("$RC_JOB_ID")
+  fi
+  rc_log "predecessor ${pred:-none} state ${P_STATE:-none}: $action (walltime ${walltime}s, retries $retries)"
+  rc_event "decided $action ${pred:-none} ${P_STATE:-none} $walltime $retries"
+
+  case "$action" in
+    __EXIT_SUCCESS__) rc_log "the run already completed"; exit 0 ;;
+    __STOP_CANCELLED__) rc_log "predecessor was cancelled: the chain stops"; exit 0 ;;
+    __STOP_WALLTIME__) rc_log "max_walltime reached (${walltime}s >= ${RC_MAX_WALLTIME}s): the chain stops"; exit 0 ;;
+    __EXIT_ERROR__) rc_log "max_retries ($RC_MAX_RETRIES) exceeded: the chain ends with an error"; exit 1 ;;
+  esac
+
+  if (( RC_RESUMABLE )) && [[ $RC_EXECUTOR == slurm ]]; then
+    if (( restarted )) && rc_successor_alive; then
+      rc_log "successor from before the requeue is still queued"
+    else
+      rc_queue_successor
+    fi
+    if [[ -n $RC_MAX_WALLTIME ]]; then rc_clip_time_limit $(( RC_MAX_WALLTIME - walltime )); fi
+  fi
+
+  export REMOTE_CHAIN_RUN_ID=$RC_RUN_ID REMOTE_CHAIN_BENCHMARK=$RC_BENCHMARK
+  export REMOTE_CHAIN_ATTEMPT=${#RC_CHAIN[@]}
+  if (( ${#RC_CHAIN[@]} > 1 )); then export REMOTE_CHAIN_RESUME=1; else export REMOTE_CHAIN_RESUME=0; fi
+  rc_event "runner_start"
+  local status=0
+  rc_runner || status=$?
+  rc_event "runner_exit $status"
+  rc_log "runner exited with status $status"
+  if (( status == 0 )) && (( RC_RESUMABLE )) && [[ $RC_EXECUTOR == slurm ]]; then
+    # Done: cancel our own pending successor now rather than trust --kill-on-invalid-dep,
+    # which some sites disable.
+    local succ
+    succ=$(awk -v j="$RC_JOB_ID" '$2 == j && $3 == "successor" {s = $4} END {print s}' __EVENTS__)
+    if [[ -n $succ ]]; then
+      rc_event "successor_cancelled $succ"
+      scancel "$succ" 2>/dev/null || true
+    fi
+  fi
+  exit "$status"
+}
