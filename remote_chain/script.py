@@ -108,6 +108,13 @@ def _q(value: object) -> str:
     return shlex.quote(str(value))
 
 
+def _const(value: object) -> str:
+    # Always single-quote strings (shellcheck reads `a=rc-x` as arithmetic intent otherwise).
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("'", "'\"'\"'") + "'"
+
+
 def _directive_value(value: str) -> str:
     # sbatch splits #SBATCH lines on blanks but honours double quotes.
     return f'"{value}"' if any(c.isspace() for c in value) else value
@@ -196,7 +203,7 @@ def _constants(spec: JobSpec) -> list[str]:
         ("RC_LOOKUP_TIMEOUT", spec.lookup_timeout_s),
         ("RC_LOOKUP_INTERVAL", spec.lookup_interval_s),
     ]
-    return [f"{name}={_q(value)}" for name, value in values]
+    return [f"{name}={_const(value)}" for name, value in values]
 
 
 def _runner_lines(spec: JobSpec) -> list[str]:
@@ -204,6 +211,7 @@ def _runner_lines(spec: JobSpec) -> list[str]:
     if spec.secret_env_names:
         env += [
             f"# Secret values ({', '.join(spec.secret_env_names)}) are kept in a mode-600 file.",
+            "# shellcheck source=/dev/null",
             f"if [[ -r {SECRETS_FILE} ]]; then set -a; . ./{SECRETS_FILE}; set +a; fi",
         ]
     if spec.command is not None:

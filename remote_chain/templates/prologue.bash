@@ -35,13 +35,14 @@ rc_read_chain() {
   [[ -e __CHAIN__ ]] || return 0
   [[ -r __CHAIN__ ]] || rc_corrupt __CHAIN__ "unreadable"
   local content line
-  content=$(<__CHAIN__; printf x) ; content=${content%x}
-  if [[ -n $content && ${content: -1} != $'\n' ]]; then rc_corrupt __CHAIN__ "truncated (no final newline)"; fi
+  # The trailing x keeps $(...) from eating the final newline we need to see.
+  content=$(cat -- __CHAIN__; printf x); content=${content%x}
+  [[ -n $content ]] || return 0
+  [[ ${content: -1} == $'\n' ]] || rc_corrupt __CHAIN__ "truncated (no final newline)"
   while IFS= read -r line; do
     [[ $line =~ ^[0-9]+([_+][0-9]+)?$ ]] || rc_corrupt __CHAIN__ "bad line '${line:0:40}'"
     RC_CHAIN+=("$line")
   done <<< "${content%$'\n'}"
-  if [[ -z $content ]]; then RC_CHAIN=(); fi
 }
 
 # Look the predecessor up in accounting. Sets P_STATE (empty: never seen), P_BY, P_ELAPSED.
@@ -150,14 +151,15 @@ rc_main() {
     if [[ $outcome != __NOT_VISIBLE__ && $P_ELAPSED =~ ^[0-9]+$ ]]; then
       walltime=$(( walltime + P_ELAPSED ))
     fi
-    if (( counts_retry )); then
-      retries=$(( retries + 1 ))
-      if (( retries > RC_MAX_RETRIES )); then action=__EXIT_ERROR__; fi
-    fi
-    if [[ $action == __RESUME__ ]] && (( checks_walltime )) && [[ -n $RC_MAX_WALLTIME ]] \
-        && (( walltime >= RC_MAX_WALLTIME )); then
-      action=__STOP_WALLTIME__
-    fi
+  fi
+  # The arithmetic of chain.decide(): one retry per counted row, then the walltime cap.
+  if (( counts_retry )); then
+    retries=$(( retries + 1 ))
+    if (( retries > RC_MAX_RETRIES )); then action=__EXIT_ERROR__; fi
+  fi
+  if [[ $action != __EXIT_ERROR__ ]] && (( checks_walltime )) && [[ -n $RC_MAX_WALLTIME ]] \
+      && (( walltime >= RC_MAX_WALLTIME )); then
+    action=__STOP_WALLTIME__
   fi
 
   if (( ! restarted )); then
@@ -185,7 +187,7 @@ rc_main() {
     if [[ -n $RC_MAX_WALLTIME ]]; then rc_clip_time_limit $(( RC_MAX_WALLTIME - walltime )); fi
   fi
 
-  export REMOTE_CHAIN_RUN_ID=$RC_RUN_ID REMOTE_CHAIN_BENCHMARK=$RC_BENCHMARK
+  export REMOTE_CHAIN_RUN_ID=$RC_RUN_ID REMOTE_CHAIN_BENCHMARK=$RC_BENCHMARK REMOTE_CHAIN_CLUSTER=$RC_CLUSTER
   export REMOTE_CHAIN_ATTEMPT=${#RC_CHAIN[@]}
   if (( ${#RC_CHAIN[@]} > 1 )); then export REMOTE_CHAIN_RESUME=1; else export REMOTE_CHAIN_RESUME=0; fi
   rc_event "runner_start"

@@ -1,0 +1,253 @@
+"""The spec's decision table (resumable-runs.md), one row per test case, plus the refinements."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from remote_chain.chain import RULES, STATE_OUTCOMES, classify, decide
+from remote_chain.models import (
+    INFRA_STATES,
+    NON_TERMINAL_STATES,
+    Action,
+    ChainState,
+    JobId,
+    Outcome,
+    Predecessor,
+    ResumePolicy,
+    SlurmState,
+)
+
+J = JobId
+POLICY = ResumePolicy(max_retries=3, max_walltime_s=None)
+
+
+def pred(state: SlurmState | None, elapsed: int | None = 100, by: int | None = None) -> Predecessor:
+    return Predecessor(J("41"), state, cancelled_by=by, elapsed_s=elapsed)
+
+
+CHAIN = ChainState(job_ids=(J("41"),), self_job_id=J("42"), uid=1000)
+
+
+# --- Table 1: "What the next job does with the previous job's state" -------------------------
+@pytest.mark.parametrize(
+    ("predecessor", "chain", "policy", "action"),
+    [
+        pytest.param(None, ChainState(), POLICY, Action.START, id="none-first-job-starts"),
+        pytest.param(pred(None), CHAIN, POLICY, Action.RESUME, id="not-visible-resumes"),
+        pytest.param(pred(SlurmState.COMPLETED), CHAIN, POLICY, Action.EXIT_SUCCESS, id="completed"),
+        pytest.param(pred(SlurmState.CANCELLED), CHAIN, POLICY, Action.STOP_CANCELLED, id="cancel"),
+        pytest.param(pred(SlurmState.TIMEOUT), CHAIN, POLICY, Action.RESUME, id="timeout"),
+        pytest.param(pred(SlurmState.PREEMPTED), CHAIN, POLICY, Action.RESUME, id="preempted"),
+        pytest.param(pred(SlurmState.NODE_FAIL), CHAIN, POLICY, Action.RESUME, id="node-fail"),
+        pytest.param(
+            pred(SlurmState.TIMEOUT, elapsed=600),
+            ChainState(accumulated_walltime_s=3000, self_job_id=J("42")),
+            ResumePolicy(max_walltime_s=3600),
+            Action.STOP_WALLTIME,
+            id="timeout-cap-reached-stops",
+        ),
+        pytest.param(pred(SlurmState.FAILED), CHAIN, POLICY, Action.RESUME, id="failed-retries"),
+        pytest.param(pred(SlurmState.OUT_OF_MEMORY), CHAIN, POLICY, Action.RESUME, id="oom"),
+        pytest.param(
+            pred(SlurmState.FAILED),
+            ChainState(infra_retries=3, self_job_id=J("42")),
+            POLICY,
+            Action.EXIT_ERROR,
+            id="failed-retries-exceeded-errors",
+        ),
+    ],
+)
+def test_spec_table_row(
+    predecessor: Predecessor | None, chain: ChainState, policy: ResumePolicy, action: Action
+) -> None:
+    """Each row of the spec's table yields the action the spec names."""
+    assert decide(predecessor, chain, policy).action is action
+
+
+def test_not_visible_does_not_count_a_retry() -> None:
+    """State not yet visible resumes without counting a retry or adding walltime."""
+    d = decide(pred(None), ChainState(infra_retries=2, accumulated_walltime_s=10), POLICY)
+    assert (d.action, d.infra_retries, d.accumulated_walltime_s) == (Action.RESUME, 2, 10)
+
+
+@pytest.mark.parametrize("state", sorted(INFRA_STATES))
+def test_infra_states_never_spend_a_retry(state: SlurmState) -> None:
+    """Time limits, preemption and node failure are not counted against max_retries."""
+    d = decide(pred(state, elapsed=50), ChainState(infra_retries=3), POLICY)
+    assert d.action is Action.RESUME
+    assert d.infra_retries == 3
+    assert d.accumulated_walltime_s == 50
+
+
+def test_failed_counts_one_retry_and_exits_with_error_when_exceeded() -> None:
+    """max_retries=3: failures 1..3 resume, the 4th exits with an error (status 1)."""
+    retries = 0
+    actions = []
+    for _ in range(4):
+        d = decide(pred(SlurmState.FAILED), ChainState(infra_retries=retries), POLICY)
+        actions.append(d.action)
+        retries = d.infra_retries
+    assert actions == [Action.RESUME] * 3 + [Action.EXIT_ERROR]
+    assert Action.EXIT_ERROR.exit_status == 1
+    assert retries == 4
+
+
+def test_walltime_stop_is_not_an_error() -> None:
+    """Spec caveat: when max_walltime is reached the chain exits with status 0."""
+    d = decide(pred(SlurmState.TIMEOUT, 3600), ChainState(), ResumePolicy(max_walltime_s=3600))
+    assert d.action is Action.STOP_WALLTIME
+    assert d.action.exit_status == 0
+
+
+# --- Table 2: the state files -----------------------------------------------------------------
+def test_walltime_accumulates_the_predecessors_elapsed_seconds() -> None:
+    """.gym_accumulated_walltime: seconds of walltime consumed by finished jobs."""
+    d = decide(pred(SlurmState.TIMEOUT, 120), ChainState(accumulated_walltime_s=60), POLICY)
+    assert d.accumulated_walltime_s == 180
+
+
+def test_retries_file_counts_only_non_timeout_retries() -> None:
+    """.gym_infra_retries: count of non-timeout retries so far."""
+    d = decide(pred(SlurmState.FAILED), ChainState(infra_retries=1), POLICY)
+    assert d.infra_retries == 2
+
+
+# --- Refinements (issue #2) -------------------------------------------------------------------
+@pytest.mark.parametrize("state", sorted(NON_TERMINAL_STATES))
+def test_stale_non_terminal_state_is_accounting_lag(state: SlurmState) -> None:
+    """A stale PENDING/RUNNING/REQUEUED... behaves like 'not yet visible': no retry spent."""
+    d = decide(pred(state), ChainState(infra_retries=3), POLICY)
+    assert classify(pred(state), ChainState(), POLICY) is Outcome.NOT_VISIBLE
+    assert (d.action, d.infra_retries) == (Action.RESUME, 3)
+
+
+def test_cancel_by_the_user_stops_even_with_preempt_policy() -> None:
+    """CANCELLED by the submitting user's uid stops the chain whatever the policy."""
+    policy = ResumePolicy(cancel_by_other="preempt")
+    d = decide(pred(SlurmState.CANCELLED, by=1000), CHAIN, policy)
+    assert d.action is Action.STOP_CANCELLED
+
+
+def test_cancel_by_another_uid_follows_policy() -> None:
+    """A cancel by another uid (admin tooling) stops by default, resumes as preemption by option."""
+    admin = pred(SlurmState.CANCELLED, by=0)
+    assert decide(admin, CHAIN, ResumePolicy()).action is Action.STOP_CANCELLED
+    d = decide(admin, CHAIN, ResumePolicy(cancel_by_other="preempt"))
+    assert (d.action, d.infra_retries) == (Action.RESUME, 0)
+
+
+def test_cancel_marker_is_checked_first() -> None:
+    """The marker left by `remote-chain cancel` stops before anything else, even a first job."""
+    for predecessor in (None, pred(SlurmState.TIMEOUT), pred(SlurmState.FAILED)):
+        d = decide(predecessor, ChainState(cancel_requested=True), POLICY)
+        assert d.action is Action.STOP_CANCELLED
+        assert not d.action.runs
+
+
+def test_requeued_job_counts_nothing_twice() -> None:
+    """A requeued job (its id already in the chain) restarts without new bookkeeping."""
+    chain = ChainState(
+        job_ids=(J("41"), J("42")), accumulated_walltime_s=70, infra_retries=1, self_job_id=J("42")
+    )
+    d = decide(pred(SlurmState.FAILED, 500), chain, POLICY)
+    assert (d.action, d.accumulated_walltime_s, d.infra_retries) == (Action.RESTART, 70, 1)
+
+
+def test_successor_started_by_a_requeued_predecessor_yields() -> None:
+    """If the predecessor is back in the queue (requeued), this job leaves the chain to it."""
+    p = Predecessor(J("41"), SlurmState.PENDING, in_queue=True)
+    d = decide(p, CHAIN, POLICY)
+    assert d.action is Action.YIELD
+    assert not d.action.runs
+
+
+def test_time_budget_is_what_is_left_of_the_cap() -> None:
+    """After deciding to resume, the job may run only the budget left (it clips its limit)."""
+    d = decide(pred(SlurmState.TIMEOUT, 1000), ChainState(), ResumePolicy(max_walltime_s=3600))
+    assert (d.action, d.time_budget_s) == (Action.RESUME, 2600)
+    assert decide(None, ChainState(), ResumePolicy(max_walltime_s=60)).time_budget_s == 60
+    assert decide(None, ChainState(), POLICY).time_budget_s is None
+
+
+def test_every_state_has_a_row() -> None:
+    """The table covers every Slurm state and every outcome has a rule."""
+    assert set(STATE_OUTCOMES) == set(SlurmState)
+    assert set(RULES) == set(Outcome)
+
+
+# --- Properties --------------------------------------------------------------------------------
+states = st.one_of(st.none(), st.sampled_from(list(SlurmState)))
+predecessors = st.one_of(
+    st.none(),
+    st.builds(
+        Predecessor,
+        job_id=st.just(J("41")),
+        state=states,
+        cancelled_by=st.one_of(st.none(), st.integers(0, 70000)),
+        elapsed_s=st.one_of(st.none(), st.integers(0, 10**7)),
+        in_queue=st.booleans(),
+    ),
+)
+chains = st.builds(
+    ChainState,
+    job_ids=st.lists(st.sampled_from([J("40"), J("41"), J("42")]), max_size=3).map(tuple),
+    accumulated_walltime_s=st.integers(0, 10**8),
+    infra_retries=st.integers(0, 50),
+    cancel_requested=st.booleans(),
+    self_job_id=st.sampled_from([J("42"), J("43"), None]),
+    uid=st.one_of(st.none(), st.integers(0, 70000)),
+)
+policies = st.builds(
+    ResumePolicy,
+    max_retries=st.integers(0, 20),
+    max_walltime_s=st.one_of(st.none(), st.integers(1, 10**8)),
+    cancel_by_other=st.sampled_from(["stop", "preempt"]),
+)
+
+
+@given(predecessors, chains, policies)
+def test_decide_is_total(p: Predecessor | None, c: ChainState, pol: ResumePolicy) -> None:
+    """decide() returns a Decision for every input, with non-negative counters."""
+    d = decide(p, c, pol)
+    assert d.action in set(Action)
+    assert d.accumulated_walltime_s >= c.accumulated_walltime_s
+    assert d.infra_retries >= c.infra_retries
+
+
+@given(st.sampled_from(sorted(INFRA_STATES)), chains, policies)
+def test_infra_never_spends_a_retry(s: SlurmState, c: ChainState, pol: ResumePolicy) -> None:
+    """TIMEOUT/PREEMPTED/NODE_FAIL never increase the retry count."""
+    assert decide(pred(s), c, pol).infra_retries == c.infra_retries
+
+
+@given(predecessors, chains, policies)
+def test_retries_never_exceed_the_bound_while_running(
+    p: Predecessor | None, c: ChainState, pol: ResumePolicy
+) -> None:
+    """Whenever a job goes on to run after counting a retry, the count is within max_retries."""
+    d = decide(p, c, pol)
+    if d.action.runs and d.infra_retries > c.infra_retries:
+        assert d.infra_retries <= pol.max_retries
+
+
+@given(predecessors, chains, policies)
+def test_walltime_at_cap_always_stops(
+    p: Predecessor | None, c: ChainState, pol: ResumePolicy
+) -> None:
+    """Accumulated walltime at or above the cap never starts another runner (but a restart)."""
+    d = decide(p, c, pol)
+    cap = pol.max_walltime_s
+    if cap is not None and d.accumulated_walltime_s >= cap and d.action is not Action.RESTART:
+        assert not d.action.runs
+    if d.action.runs and cap is not None:
+        assert d.time_budget_s is not None
+
+
+@given(chains, policies)
+def test_completed_always_ends(c: ChainState, pol: ResumePolicy) -> None:
+    """A COMPLETED predecessor never starts a runner."""
+    assert not decide(pred(SlurmState.COMPLETED), c, pol).action.runs or (
+        c.self_job_id in c.job_ids
+    )

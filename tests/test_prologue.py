@@ -1,0 +1,335 @@
+"""The rendered prologue, run by real bash under stub Slurm commands, agrees with decide().
+
+This is the differential proof that the bash on the cluster and the Python table are one
+rule set: for every Slurm state (and "never visible"), several chain states and policies, the
+prologue's decision, exit status, dot-files, runner start and successor ``sbatch`` call are
+compared with what ``chain.decide()`` says.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from remote_chain.chain import decide
+from remote_chain.models import (
+    NON_TERMINAL_STATES,
+    Action,
+    ChainState,
+    JobId,
+    Predecessor,
+    ResumePolicy,
+    SlurmState,
+)
+from remote_chain.sacct import SACCT_FIELDS, parse_state
+from remote_chain.script import (
+    CANCEL_MARKER,
+    CHAIN_FILE,
+    CHAIN_WARNING,
+    EVENTS_FILE,
+    RETRIES_FILE,
+    WALLTIME_FILE,
+    JobSpec,
+    SlurmDirectives,
+    render_job_script,
+)
+
+SELF = "42"
+PRED = "41"
+STUB = """#!/bin/bash
+printf '%s\\n' "$(basename "$0") $*" >> "$STUB_DIR/calls"
+name=$(basename "$0")
+[[ -f "$STUB_DIR/$name.out" ]] && cat "$STUB_DIR/$name.out"
+rc_var="STUB_${name^^}_RC"
+exit "${!rc_var:-0}"
+"""
+
+
+@dataclass
+class Case:
+    """One prologue run: what sacct/squeue answer and what the dot-files hold before."""
+
+    sacct_state: str | None  # the State column, e.g. "CANCELLED by 0"; None: not in sacct
+    elapsed: int = 100
+    chain: tuple[str, ...] = (PRED,)
+    walltime: int = 0
+    retries: int = 0
+    policy: ResumePolicy = field(default_factory=ResumePolicy)
+    marker: bool = False
+    squeue_pred: str = ""  # squeue's %T for the predecessor
+    first: bool = False  # no $1
+
+
+def run_prologue(tmp: Path, case: Case, *, runner_rc: int = 0, sbatch_rc: int = 0) -> tuple[
+    subprocess.CompletedProcess[str], Path, Path
+]:
+    bench, stubs = tmp / "bench", tmp / "stubs"
+    bench.mkdir()
+    stubs.mkdir()
+    for name in ("sacct", "sbatch", "squeue", "scontrol", "scancel"):
+        (stubs / name).write_text(STUB)
+        (stubs / name).chmod(0o755)
+    if case.sacct_state is not None:
+        row = [PRED, case.sacct_state, str(case.elapsed), "0:0", "None", "t0", "t1"]
+        assert len(row) == len(SACCT_FIELDS)
+        (stubs / "sacct.out").write_text("|".join(row) + "\n")
+    (stubs / "squeue.out").write_text(f"{case.squeue_pred}\n" if case.squeue_pred else "")
+    (stubs / "sbatch.out").write_text("43\n" if sbatch_rc == 0 else "sbatch: error: bad\n")
+    if case.chain:
+        (bench / CHAIN_FILE).write_text("".join(f"{j}\n" for j in case.chain))
+    (bench / WALLTIME_FILE).write_text(f"{case.walltime}\n")
+    (bench / RETRIES_FILE).write_text(f"{case.retries}\n")
+    if case.marker:
+        (bench / CANCEL_MARKER).write_text("")
+    spec = JobSpec(
+        run_id="rc-test",
+        cluster="c1",
+        benchmark="b",
+        remote_dir=str(bench),
+        argv=("sh", "-c", 'touch runner_started; exit "$RUNNER_RC"'),
+        policy=case.policy,
+        slurm=SlurmDirectives(time_s=3600),
+        sacct_start="2026-01-01T00:00:00",
+        lookup_timeout_s=0,
+        lookup_interval_s=0,
+    )
+    job = bench / "job.sh"
+    job.write_text(render_job_script(spec))
+    env = {
+        **os.environ,
+        "PATH": f"{stubs}:{os.environ['PATH']}",
+        "STUB_DIR": str(stubs),
+        "SLURM_JOB_ID": SELF,
+        "RUNNER_RC": str(runner_rc),
+        "STUB_SBATCH_RC": str(sbatch_rc),
+    }
+    argv = ["bash", str(job)] + ([] if case.first else [PRED])
+    proc = subprocess.run(argv, cwd=bench, env=env, capture_output=True, text=True, timeout=60)
+    return proc, bench, stubs
+
+
+def expected(case: Case) -> tuple[Action, int, int]:
+    p = None
+    if not case.first:
+        state, by = parse_state(case.sacct_state) if case.sacct_state else (None, None)
+        in_queue = case.squeue_pred in {"PENDING", "RUNNING", "REQUEUED", "SUSPENDED"}
+        p = Predecessor(JobId(PRED), state, by, case.elapsed if state else None, in_queue)
+    chain = ChainState(
+        job_ids=tuple(JobId(j) for j in case.chain),
+        accumulated_walltime_s=case.walltime,
+        infra_retries=case.retries,
+        cancel_requested=case.marker,
+        self_job_id=JobId(SELF),
+        uid=os.getuid(),
+    )
+    d = decide(p, chain, case.policy)
+    return d.action, d.accumulated_walltime_s, d.infra_retries
+
+
+def decided_action(bench: Path) -> str:
+    lines = [ln.split() for ln in (bench / EVENTS_FILE).read_text().splitlines()]
+    return next(parts[3] for parts in lines if parts[2] == "decided")
+
+
+def sbatch_calls(stubs: Path) -> list[str]:
+    calls = (stubs / "calls").read_text().splitlines() if (stubs / "calls").exists() else []
+    return [c for c in calls if c.startswith("sbatch ")]
+
+
+CAP = ResumePolicy(max_retries=3, max_walltime_s=1000)
+ADMIN_PREEMPT = ResumePolicy(cancel_by_other="preempt")
+CASES: list[Case] = [
+    *(Case(s.value) for s in SlurmState),
+    Case(None),
+    Case(None, first=True, chain=()),
+    Case("CANCELLED by 0"),
+    Case("CANCELLED by 0", policy=ADMIN_PREEMPT),
+    Case("CANCELLED by 12345", policy=ADMIN_PREEMPT),
+    Case("TIMEOUT", walltime=950, policy=CAP),
+    Case("TIMEOUT", walltime=850, policy=CAP),
+    Case("PREEMPTED", walltime=2000, policy=CAP),
+    Case("FAILED", retries=3),
+    Case("FAILED", retries=2),
+    Case("OUT_OF_MEMORY", retries=3, policy=ResumePolicy(max_retries=5)),
+    Case("FAILED", walltime=990, policy=CAP),
+    Case(None, walltime=1000, policy=CAP),
+    Case(None, first=True, chain=(), policy=ResumePolicy(max_walltime_s=60)),
+    Case("TIMEOUT", marker=True),
+    Case(None, marker=True, first=True, chain=()),
+    Case("RUNNING", squeue_pred="PENDING"),
+    Case("REQUEUED", squeue_pred="RUNNING"),
+    Case("RUNNING", squeue_pred="COMPLETED"),
+    Case("FAILED", chain=(PRED, SELF), retries=1, walltime=77),
+]
+
+
+def _case_id(case: Case) -> str:
+    parts = [case.sacct_state or ("first" if case.first else "invisible")]
+    parts += [f"wt{case.walltime}"] if case.walltime else []
+    parts += [f"r{case.retries}"] if case.retries else []
+    parts += ["marker"] if case.marker else []
+    parts += [f"sq-{case.squeue_pred}"] if case.squeue_pred else []
+    parts += ["requeued"] if SELF in case.chain else []
+    parts += [case.policy.cancel_by_other] if case.policy.cancel_by_other != "stop" else []
+    parts += [f"cap{case.policy.max_walltime_s}"] if case.policy.max_walltime_s else []
+    return "-".join(parts).replace(" ", "_")
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_prologue_agrees_with_decide(tmp_path: Path, case: Case) -> None:
+    """Bash and decide() agree on action, exit status, dot-files, runner and successor."""
+    action, walltime, retries = expected(case)
+    proc, bench, stubs = run_prologue(tmp_path, case)
+    log = proc.stdout + proc.stderr
+    assert decided_action(bench) == action.value, log
+    assert proc.returncode == (0 if action.runs else action.exit_status), log
+    assert (bench / "runner_started").exists() == action.runs, log
+    if action in (Action.YIELD, Action.RESTART) or case.marker:
+        # Nothing re-counted: the files are as they were.
+        assert (bench / WALLTIME_FILE).read_text() == f"{case.walltime}\n"
+        assert (bench / RETRIES_FILE).read_text() == f"{case.retries}\n"
+        assert (bench / CHAIN_FILE).exists() == bool(case.chain)
+        if case.chain:
+            assert (bench / CHAIN_FILE).read_text().splitlines() == list(case.chain)
+    else:
+        assert int((bench / WALLTIME_FILE).read_text()) == walltime
+        assert int((bench / RETRIES_FILE).read_text()) == retries
+        assert (bench / CHAIN_FILE).read_text().splitlines() == [*case.chain, SELF]
+    calls = sbatch_calls(stubs)
+    if action.runs:
+        job = bench / "job.sh"
+        assert calls == [
+            f"sbatch --parsable --dependency=afternotok:{SELF} --kill-on-invalid-dep=yes {job} {SELF}"
+        ], log
+    else:
+        assert calls == [], log
+
+
+def test_every_state_is_exercised() -> None:
+    """The case list covers every Slurm state and every action but nothing is left out."""
+    states = {parse_state(c.sacct_state)[0] for c in CASES if c.sacct_state}
+    assert states == set(SlurmState)
+    assert {expected(c)[0] for c in CASES} == set(Action)
+    assert NON_TERMINAL_STATES < set(SlurmState)
+
+
+def test_successor_failure_warns_and_carries_on(tmp_path: Path) -> None:
+    """If sbatch refuses the successor, the job warns and still runs its work."""
+    proc, bench, _ = run_prologue(tmp_path, Case("TIMEOUT"), sbatch_rc=1)
+    assert proc.returncode == 0
+    assert CHAIN_WARNING in proc.stderr
+    assert (bench / "runner_started").exists()
+    assert "successor_failed" in (bench / EVENTS_FILE).read_text()
+
+
+def test_success_cancels_own_successor(tmp_path: Path) -> None:
+    """When the runner succeeds, the job scancels the successor it queued."""
+    proc, _, stubs = run_prologue(tmp_path, Case("TIMEOUT"))
+    assert proc.returncode == 0
+    assert "scancel 43" in (stubs / "calls").read_text().splitlines()
+
+
+def test_runner_failure_keeps_successor_and_exits_non_zero(tmp_path: Path) -> None:
+    """A failing runner exits with its status and leaves the successor to run."""
+    proc, _, stubs = run_prologue(tmp_path, Case("TIMEOUT"), runner_rc=3)
+    assert proc.returncode == 3
+    assert not any(c.startswith("scancel") for c in (stubs / "calls").read_text().splitlines())
+
+
+def test_walltime_budget_lowers_time_limit(tmp_path: Path) -> None:
+    """After resuming under a cap, the job lowers its own limit to the budget left."""
+    case = Case("TIMEOUT", elapsed=600, walltime=0, policy=ResumePolicy(max_walltime_s=1800))
+    proc, _, stubs = run_prologue(tmp_path, case)
+    assert proc.returncode == 0
+    assert f"scontrol update JobId={SELF} TimeLimit=20" in (stubs / "calls").read_text()
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        (WALLTIME_FILE, "12abc\n", "not a whole number"),
+        (RETRIES_FILE, "\n", "not a whole number"),
+        (CHAIN_FILE, "41\n4", "truncated"),
+        (CHAIN_FILE, "41\nxyz\n", "bad line"),
+    ],
+)
+def test_corrupt_state_fails_safe(tmp_path: Path, name: str, content: str, problem: str) -> None:
+    """A corrupt dot-file stops the job loudly: no successor, no runner, no reset."""
+    bench = tmp_path / "pre"
+    bench.mkdir()
+    case = Case("TIMEOUT")
+    proc, bench, stubs = _run_with_file(tmp_path, case, name, content)
+    assert proc.returncode == 65
+    assert problem in proc.stderr
+    assert not (bench / "runner_started").exists()
+    assert sbatch_calls(stubs) == []
+    assert (bench / name).read_text() == content  # left for a human to look at
+
+
+def _run_with_file(
+    tmp: Path, case: Case, name: str, content: str
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    # Run once to lay out the folder, then corrupt the file and run the same job again.
+    proc, bench, stubs = run_prologue(tmp, case)
+    assert proc.returncode == 0
+    for leftover in ("runner_started", EVENTS_FILE, "calls"):
+        (bench / leftover).unlink(missing_ok=True)
+        (stubs / leftover).unlink(missing_ok=True)
+    (bench / CHAIN_FILE).write_text(f"{PRED}\n")
+    (bench / name).write_text(content)
+    env = {
+        **os.environ,
+        "PATH": f"{stubs}:{os.environ['PATH']}",
+        "STUB_DIR": str(stubs),
+        "SLURM_JOB_ID": SELF,
+        "RUNNER_RC": "0",
+    }
+    proc = subprocess.run(
+        ["bash", str(bench / "job.sh"), PRED], cwd=bench, env=env, capture_output=True, text=True
+    )
+    return proc, bench, stubs
+
+
+def test_runner_arguments_stay_literal(tmp_path: Path) -> None:
+    """Shell metacharacters in runner arguments and env values are carried literally."""
+    bench = tmp_path / "b"
+    bench.mkdir()
+    evil = "$(touch " + str(tmp_path / "pwned") + ")"
+    spec = JobSpec(
+        run_id="rc-x",
+        cluster="c",
+        benchmark="b",
+        remote_dir=str(bench),
+        argv=("printf", "%s\\n", evil, "a b", "'q'", '"dq"', "`id`"),
+        env=(("EVIL", evil),),
+    )
+    (bench / "job.sh").write_text(render_job_script(spec))
+    proc = subprocess.run(
+        ["bash", str(bench / "job.sh")], cwd=bench, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [evil, "a b", "'q'", '"dq"', "`id`"]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_rendered_script_is_shellcheck_clean(tmp_path: Path) -> None:
+    """shellcheck finds nothing in a rendered job script (CI installs shellcheck)."""
+    spec = JobSpec(
+        run_id="rc-x",
+        cluster="c",
+        benchmark="b",
+        remote_dir="/w/rc-x/c/b",
+        argv=("python3", "x.py", "+a=1"),
+        env=(("A", "1"),),
+        secret_env_names=("TOKEN",),
+        policy=ResumePolicy(max_walltime_s=3600),
+        slurm=SlurmDirectives(partition="p", time_s=600, extra_args=("--gpus=1",)),
+    )
+    path = tmp_path / "job.sh"
+    path.write_text(render_job_script(spec))
+    proc = subprocess.run(["shellcheck", "-x", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout
