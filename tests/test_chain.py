@@ -36,7 +36,7 @@ CHAIN = ChainState(job_ids=(J("41"),), self_job_id=J("42"), uid=1000)
     [
         pytest.param(None, ChainState(), POLICY, Action.START, id="none-first-job-starts"),
         pytest.param(pred(None), CHAIN, POLICY, Action.RESUME, id="not-visible-resumes"),
-        pytest.param(pred(SlurmState.COMPLETED), CHAIN, POLICY, Action.EXIT_SUCCESS, id="completed"),
+        pytest.param(pred(SlurmState.COMPLETED), CHAIN, POLICY, Action.EXIT_SUCCESS, id="done"),
         pytest.param(pred(SlurmState.CANCELLED), CHAIN, POLICY, Action.STOP_CANCELLED, id="cancel"),
         pytest.param(pred(SlurmState.TIMEOUT), CHAIN, POLICY, Action.RESUME, id="timeout"),
         pytest.param(pred(SlurmState.PREEMPTED), CHAIN, POLICY, Action.RESUME, id="preempted"),

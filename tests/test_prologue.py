@@ -64,9 +64,9 @@ class Case:
     first: bool = False  # no $1
 
 
-def run_prologue(tmp: Path, case: Case, *, runner_rc: int = 0, sbatch_rc: int = 0) -> tuple[
-    subprocess.CompletedProcess[str], Path, Path
-]:
+def run_prologue(
+    tmp: Path, case: Case, *, runner_rc: int = 0, sbatch_rc: int = 0
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     bench, stubs = tmp / "bench", tmp / "stubs"
     bench.mkdir()
     stubs.mkdir()
@@ -202,9 +202,8 @@ def test_prologue_agrees_with_decide(tmp_path: Path, case: Case) -> None:
     calls = sbatch_calls(stubs)
     if action.runs:
         job = bench / "job.sh"
-        assert calls == [
-            f"sbatch --parsable --dependency=afternotok:{SELF} --kill-on-invalid-dep=yes {job} {SELF}"
-        ], log
+        dependency = f"--dependency=afternotok:{SELF} --kill-on-invalid-dep=yes"
+        assert calls == [f"sbatch --parsable {dependency} {job} {SELF}"], log
     else:
         assert calls == [], log
 
@@ -214,7 +213,7 @@ def test_every_state_is_exercised() -> None:
     states = {parse_state(c.sacct_state)[0] for c in CASES if c.sacct_state}
     assert states == set(SlurmState)
     assert {expected(c)[0] for c in CASES} == set(Action)
-    assert NON_TERMINAL_STATES < set(SlurmState)
+    assert set(SlurmState) > NON_TERMINAL_STATES
 
 
 def test_successor_failure_warns_and_carries_on(tmp_path: Path) -> None:
