@@ -9,12 +9,11 @@ stays a literal string.
 
 from __future__ import annotations
 
-import functools
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 
+from remote_chain._template import render_template
 from remote_chain.chain import RULES, STATE_OUTCOMES
 from remote_chain.durations import format_duration
 from remote_chain.models import Action, Outcome, ResumePolicy
@@ -221,11 +220,6 @@ def _runner_lines(spec: JobSpec) -> list[str]:
     return [*env, "rc_runner() {", f"  {run}", "}"]
 
 
-@functools.cache
-def _prologue_template() -> str:
-    return resources.files("remote_chain").joinpath("templates/prologue.bash").read_text("utf-8")
-
-
 def render_prologue() -> str:
     """The prologue's functions, with the decision table substituted in from chain.py."""
     subs = {
@@ -239,10 +233,7 @@ def render_prologue() -> str:
         **{f"__{a.name}__": a.value for a in Action},
         **{f"__{o.name}__": o.value for o in Outcome},
     }
-    text = _prologue_template()
-    for key, value in subs.items():
-        text = text.replace(key, value)
-    return text.strip("\n")
+    return render_template("prologue.bash", subs)
 
 
 def render_job_script(spec: JobSpec) -> str:

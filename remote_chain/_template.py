@@ -1,0 +1,23 @@
+"""PURE: the bash templates shipped in ``remote_chain/templates/`` and their substitution."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from importlib import resources
+
+
+@functools.cache
+def _read(name: str) -> str:
+    return resources.files("remote_chain").joinpath("templates", name).read_text("utf-8")
+
+
+def render_template(name: str, subs: Mapping[str, str]) -> str:
+    """The template with each ``__KEY__`` replaced; its leading comment block is dropped."""
+    lines = _read(name).splitlines()
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    text = "\n".join(lines).strip("\n")
+    for key, value in subs.items():
+        text = text.replace(key, value)
+    return text

@@ -1,0 +1,203 @@
+"""PURE: the single remote exec that submits a whole run on one cluster, and its answer.
+
+One script carries everything (interface.md §3 layout): it makes the run folder atomically
+(``mkdir`` fails if it exists, so a retried or concurrent submit of the same run id can never
+make a second chain), unpacks a base64 tarball of every file (uploads, each ``job.sh``, secret
+files), runs ``sbatch --parsable`` per benchmark, and writes the run record. It ignores SIGHUP
+and SIGPIPE once it has started, so a connection dropped mid-way cannot leave a half-submitted
+run: the client reconnects and reads the record (``render_lookup_script``).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import shlex
+import tarfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from remote_chain._template import render_template
+from remote_chain.models import JOB_ID_RE, JobId
+
+RECORD_FILE = "remote-chain.json"
+FIRST_JOB_FILE = ".remote_chain_first_job"
+CREATED_FILE = ".remote_chain_created"
+SUBMIT_LOG = ".remote_chain_submit.out"
+# How long a submit that finds the run folder already there waits for the other submit's
+# record (a concurrent submit of the same --run-id may still be running sbatch).
+RECORD_WAIT_S = 60
+
+
+@dataclass(frozen=True)
+class BundleFile:
+    path: str  # relative to the run folder, e.g. "files/rollouts.py", "gpqa/job.sh"
+    data: bytes
+    mode: int = 0o600
+
+
+@dataclass(frozen=True)
+class ChainPlan:
+    benchmark: str
+    remote_dir: str
+    job_name: str
+    resumable: bool
+
+
+@dataclass(frozen=True)
+class ClusterBundle:
+    """Everything one cluster receives for one run."""
+
+    run_id: str
+    cluster: str
+    run_dir: str  # <workdir>/<run_id>/<cluster>
+    created: str  # ISO 8601 UTC, the sacct window start
+    executor: str
+    chains: tuple[ChainPlan, ...]
+    files: tuple[BundleFile, ...]
+
+
+@dataclass(frozen=True)
+class Submitted:
+    benchmark: str
+    job_id: JobId | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class SubmitAnswer:
+    """What the submit (or lookup) script said.
+
+    ``existed``: the run folder was already there (a retry or a concurrent submit); then
+    ``record`` is the existing run's record, or None if it never completed.
+    """
+
+    existed: bool
+    submitted: tuple[Submitted, ...] = ()
+    record: dict[str, object] | None = None
+    error: str | None = None
+
+
+def tarball(files: Sequence[BundleFile]) -> bytes:
+    """A gzipped tar of the files with their modes, folders 0700, deterministic."""
+    buf = io.BytesIO()
+    dirs: set[str] = set()
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
+        for f in files:
+            parts = f.path.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                d = "/".join(parts[:i])
+                if d not in dirs:
+                    dirs.add(d)
+                    info = tarfile.TarInfo(d)
+                    info.type, info.mode = tarfile.DIRTYPE, 0o700
+                    tar.addfile(info)
+            info = tarfile.TarInfo(f.path)
+            info.size, info.mode = len(f.data), f.mode
+            tar.addfile(info, io.BytesIO(f.data))
+    return buf.getvalue()
+
+
+def _record_prefix(bundle: ClusterBundle, chain: ChainPlan) -> str:
+    static = {
+        "benchmark": chain.benchmark,
+        "remote_dir": chain.remote_dir,
+        "job_name": chain.job_name,
+        "resumable": chain.resumable,
+    }
+    return json.dumps(static)[:-1] + ', "first_job_id": '
+
+
+def _record_head(bundle: ClusterBundle) -> str:
+    head = {
+        "run_id": bundle.run_id,
+        "cluster": bundle.cluster,
+        "created": bundle.created,
+        "executor": bundle.executor,
+        "run_dir": bundle.run_dir,
+    }
+    return json.dumps(head)[:-1] + ', "chains": ['
+
+
+def _body(**extra: str) -> str:
+    return render_template(
+        "submit.bash",
+        {
+            "__RECORD__": RECORD_FILE,
+            "__FIRST__": FIRST_JOB_FILE,
+            "__CREATED__": CREATED_FILE,
+            "__LOG__": SUBMIT_LOG,
+            "__WAIT__": str(RECORD_WAIT_S),
+            **extra,
+        },
+    )
+
+
+def _head(bundle: ClusterBundle, mode: str) -> list[str]:
+    parent = bundle.run_dir.rsplit("/", 1)[0]
+    return [
+        f"RC_MODE={mode}",
+        f"RC_RUN_DIR={shlex.quote(bundle.run_dir)}",
+        f"RC_PARENT={shlex.quote(parent)}",
+        f"RC_CREATED={shlex.quote(bundle.created)}",
+        f"RC_EXECUTOR={shlex.quote(bundle.executor)}",
+        "RC_BENCHMARKS=(" + " ".join(shlex.quote(c.benchmark) for c in bundle.chains) + ")",
+        f"RC_RECORD_HEAD={shlex.quote(_record_head(bundle))}",
+        "RC_RECORD_PREFIX=("
+        + " ".join(shlex.quote(_record_prefix(bundle, c)) for c in bundle.chains)
+        + ")",
+    ]
+
+
+def render_submit_script(bundle: ClusterBundle) -> str:
+    """The whole submission as one bash script (to run through ``Remote.run``)."""
+    payload = base64.encodebytes(tarball(bundle.files)).decode("ascii").rstrip("\n")
+    body = _body(__PAYLOAD__=payload)
+    return "\n".join([*_head(bundle, "submit"), body])
+
+
+def render_lookup_script(bundle: ClusterBundle) -> str:
+    """After a lost connection: does the run exist here, and what did it submit?"""
+    body = _body().split("# mkdir is atomic", 1)[0]
+    return "\n".join([*_head(bundle, "lookup"), body, "printf 'ABSENT\\n'"])
+
+
+def parse_submit_output(text: str) -> SubmitAnswer:
+    """Read the tab-separated lines the submit/lookup script printed."""
+    submitted: list[Submitted] = []
+    for line in text.splitlines():
+        kind, _, rest = line.partition("\t")
+        if kind == "ERROR":
+            return SubmitAnswer(existed=False, error=_b64(rest))
+        if kind == "EXISTS":
+            return SubmitAnswer(existed=True, record=_record(rest))
+        if kind == "ABSENT":
+            return SubmitAnswer(existed=False)
+        if kind == "SUBMITTED":
+            bench, _, job = rest.partition("\t")
+            if JOB_ID_RE.match(job):
+                submitted.append(Submitted(bench, JobId(job), None))
+        elif kind == "FAILED":
+            bench, _, err = rest.partition("\t")
+            submitted.append(Submitted(bench, None, _b64(err).strip() or "sbatch failed"))
+    if not text.rstrip().endswith("DONE"):
+        return SubmitAnswer(existed=False, submitted=tuple(submitted), error="no answer")
+    return SubmitAnswer(existed=False, submitted=tuple(submitted))
+
+
+def _b64(text: str) -> str:
+    try:
+        return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
+    except ValueError:
+        return text
+
+
+def _record(text: str) -> dict[str, object] | None:
+    if not text.strip():
+        return None
+    try:
+        value = json.loads(_b64(text))
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

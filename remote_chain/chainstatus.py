@@ -1,0 +1,287 @@
+"""PURE: a chain's state, derived from its files, sacct and squeue. Never guesses "done".
+
+States (interface.md): ``pending`` a job is queued and none runs, ``running``, ``completed``
+(the run finished), ``failed`` (retries exhausted, or the chain broke: its successor died
+before its prologue or could not be queued), ``cancelled``, ``stopped`` (walltime cap), and
+``unknown`` whenever the evidence is missing (accounting lag or outage): a missing record is
+never read as success or failure.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+
+from remote_chain.models import JOB_ID_RE, NON_TERMINAL_STATES, Action, JobId, SlurmState
+from remote_chain.snapshot import ChainFiles, Snapshot
+
+
+class ChainStateName(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    STOPPED = "stopped"
+    UNKNOWN = "unknown"
+
+    @property
+    def ended(self) -> bool:
+        return self not in (ChainStateName.PENDING, ChainStateName.RUNNING, ChainStateName.UNKNOWN)
+
+
+@dataclass(frozen=True)
+class JobView:
+    job_id: JobId
+    state: str
+    elapsed_s: int | None = None
+    exit_code: str = ""
+    reason: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "job_id": self.job_id,
+            "state": self.state,
+            "elapsed_s": self.elapsed_s,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class ChainStatus:
+    cluster: str
+    run_id: str
+    benchmark: str
+    state: ChainStateName
+    jobs: tuple[JobView, ...] = ()
+    accumulated_walltime_s: int | None = None
+    infra_retries: int | None = None
+    remote_dir: str = ""
+    error: str | None = None
+    warnings: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cluster": self.cluster,
+            "benchmark": self.benchmark,
+            "state": self.state.value,
+            "jobs": [j.to_json() for j in self.jobs],
+            "accumulated_walltime_s": self.accumulated_walltime_s,
+            "infra_retries": self.infra_retries,
+            "remote_dir": self.remote_dir,
+            "error": self.error,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass(frozen=True)
+class Event:
+    time: int
+    job_id: str
+    kind: str
+    args: tuple[str, ...]
+
+
+_EVENT = re.compile(r"^(\d+) (\S+) (\S+)(?: (.*))?$")
+
+
+def parse_events(text: str) -> list[Event]:
+    events = []
+    for line in text.splitlines():
+        m = _EVENT.match(line)
+        if m:
+            args = tuple((m.group(4) or "").split(" ")) if m.group(4) else ()
+            events.append(Event(int(m.group(1)), m.group(2), m.group(3), args))
+    return events
+
+
+def _int_file(files: ChainFiles, kind: str, problems: list[str]) -> int | None:
+    read = files.files.get(kind)
+    name = {"walltime": ".gym_accumulated_walltime", "retries": ".gym_infra_retries"}[kind]
+    if read is None or read.status == "missing":
+        return 0
+    if read.status != "ok":
+        problems.append(f"{name}: {read.status}")
+        return None
+    value = read.content.strip()
+    if not value.isdigit():
+        problems.append(f"{name}: not a whole number: {value[:40]!r}")
+        return None
+    return int(value)
+
+
+def _chain_ids(files: ChainFiles, problems: list[str]) -> list[JobId]:
+    read = files.files.get("chain")
+    if read is None or read.status == "missing":
+        return []
+    if read.status != "ok":
+        problems.append(f".gym_job_chain: {read.status}")
+        return []
+    ids: list[JobId] = []
+    content = read.content
+    if content and not content.endswith("\n"):
+        problems.append(".gym_job_chain: truncated (no final newline)")
+    for line in content.splitlines():
+        if JOB_ID_RE.match(line.strip()):
+            ids.append(JobId(line.strip()))
+        else:
+            problems.append(f".gym_job_chain: bad line {line[:40]!r}")
+    return ids
+
+
+def derive(
+    cluster: str, files: ChainFiles, snap: Snapshot, *, executor: str = "slurm"
+) -> ChainStatus:
+    """The chain's state and jobs, from what one status exec saw."""
+    problems: list[str] = []
+    chain_ids = _chain_ids(files, problems)
+    walltime = _int_file(files, "walltime", problems)
+    retries = _int_file(files, "retries", problems)
+    events = parse_events(files.files["events"].content) if "events" in files.files else []
+    first = files.files.get("first")
+    first_id = first.content.strip() if first and first.status == "ok" else ""
+    for ev in events:
+        if ev.kind == "corrupt_state":
+            problems.append(f"{' '.join(ev.args)} (job {ev.job_id} stopped on it)")
+    if executor == "shell":
+        state = _shell_state(first_id, files, snap)
+        shell_jobs = (JobView(JobId(first_id), state.value.upper()),) if first_id else ()
+        return _status(cluster, files, state, shell_jobs, walltime, retries, problems, [])
+
+    ids: list[JobId] = list(chain_ids)
+    if JOB_ID_RE.match(first_id) and first_id not in ids:
+        ids.insert(0, JobId(first_id))
+    for ev in events:
+        if ev.kind == "successor" and ev.args and ev.args[0] not in ids:
+            ids.append(JobId(ev.args[0]))
+    for job_id, (_, _, name) in snap.squeue.items():
+        if name == f"{files.run_id}:{files.benchmark}" and job_id not in ids:
+            ids.append(job_id)
+    jobs = tuple(_job_view(j, snap) for j in ids)
+    warnings = [
+        f"job {ev.job_id}: could not queue a successor: {' '.join(ev.args)}"
+        for ev in events
+        if ev.kind == "successor_failed"
+    ]
+    state = _chain_state(files, snap, ids, chain_ids, events, problems)
+    return _status(cluster, files, state, jobs, walltime, retries, problems, warnings)
+
+
+def _status(  # noqa: PLR0917 - a private constructor helper, every field positional
+    cluster: str,
+    files: ChainFiles,
+    state: ChainStateName,
+    jobs: tuple[JobView, ...],
+    walltime: int | None,
+    retries: int | None,
+    problems: list[str],
+    warnings: list[str],
+) -> ChainStatus:
+    return ChainStatus(
+        cluster=cluster,
+        run_id=files.run_id,
+        benchmark=files.benchmark,
+        state=state,
+        jobs=jobs,
+        accumulated_walltime_s=walltime,
+        infra_retries=retries,
+        remote_dir=files.remote_dir,
+        error="; ".join(problems) or None,
+        warnings=tuple(warnings),
+    )
+
+
+def _job_view(job_id: JobId, snap: Snapshot) -> JobView:
+    rec = snap.sacct.get(job_id)
+    if job_id in snap.squeue:
+        live_state, reason, _ = snap.squeue[job_id]
+        return JobView(job_id, live_state.value, rec.elapsed_s if rec else None, "", reason)
+    if rec is None:
+        return JobView(job_id, "UNKNOWN")
+    state = rec.state.value
+    if rec.cancelled_by is not None:
+        state = f"CANCELLED by {rec.cancelled_by}"
+    return JobView(job_id, state, rec.elapsed_s, rec.exit_code, rec.reason)
+
+
+def _decided(events: list[Event], job_id: str) -> str | None:
+    acts = [ev.args[0] for ev in events if ev.job_id == job_id and ev.kind == "decided" and ev.args]
+    return acts[-1] if acts else None
+
+
+def _runner_exit(events: list[Event], job_id: str) -> int | None:
+    codes = [ev.args[0] for ev in events if ev.job_id == job_id and ev.kind == "runner_exit"]
+    return int(codes[-1]) if codes and codes[-1].isdigit() else None
+
+
+_ACTION_STATE = {
+    Action.EXIT_SUCCESS.value: ChainStateName.COMPLETED,
+    Action.STOP_CANCELLED.value: ChainStateName.CANCELLED,
+    Action.STOP_WALLTIME.value: ChainStateName.STOPPED,
+    Action.EXIT_ERROR.value: ChainStateName.FAILED,
+}
+
+
+def _chain_state(  # noqa: PLR0917 - private, called once
+    files: ChainFiles,
+    snap: Snapshot,
+    ids: list[JobId],
+    chain_ids: list[JobId],
+    events: list[Event],
+    problems: list[str],
+) -> ChainStateName:
+    live = [snap.squeue[j][0] for j in ids if j in snap.squeue]
+    if SlurmState.RUNNING in live or SlurmState.COMPLETING in live:
+        return ChainStateName.RUNNING
+    if any(s in NON_TERMINAL_STATES for s in live):
+        return ChainStateName.PENDING
+    # Nothing of the chain is queued any more: read the last job that ran its prologue.
+    for job_id in reversed(chain_ids):
+        decided = _decided(events, job_id)
+        if decided in _ACTION_STATE:
+            return _ACTION_STATE[decided]
+        if decided == Action.YIELD.value:
+            continue
+        if decided is not None:
+            if _runner_exit(events, job_id) == 0:
+                return ChainStateName.COMPLETED
+            break
+    if any(ev.kind == "corrupt_state" for ev in events) or problems:
+        return ChainStateName.FAILED
+    if files.cancel_marker:
+        return ChainStateName.CANCELLED
+    if not snap.sacct_ok:
+        return ChainStateName.UNKNOWN  # accounting down: never guess
+    last = ids[-1] if ids else None
+    if last is None:
+        return ChainStateName.UNKNOWN
+    rec = snap.sacct.get(last)
+    if rec is None or rec.state in NON_TERMINAL_STATES or rec.state is SlurmState.UNKNOWN:
+        return ChainStateName.UNKNOWN  # accounting has not caught up
+    if last not in chain_ids:
+        # The last job never ran its prologue: the successor of a finished link.
+        if rec.state is SlurmState.CANCELLED:
+            prev = chain_ids[-1] if chain_ids else None
+            prev_rec = snap.sacct.get(prev) if prev else None
+            if prev_rec is not None and prev_rec.state is SlurmState.COMPLETED:
+                return ChainStateName.COMPLETED  # Slurm removed the successor of a success
+            return ChainStateName.CANCELLED  # someone cancelled the waiting successor
+        return ChainStateName.FAILED
+    if rec.state is SlurmState.COMPLETED:
+        return ChainStateName.COMPLETED
+    if rec.state is SlurmState.CANCELLED:
+        return ChainStateName.CANCELLED
+    # The last link ended not-ok and nothing follows it: the chain broke.
+    return ChainStateName.FAILED
+
+
+def _shell_state(first_id: str, files: ChainFiles, snap: Snapshot) -> ChainStateName:
+    if first_id and first_id in snap.live_pids:
+        return ChainStateName.RUNNING
+    exit_read = files.files.get("exit")
+    if exit_read is None or exit_read.status != "ok":
+        return ChainStateName.CANCELLED if files.cancel_marker else ChainStateName.UNKNOWN
+    code = exit_read.content.strip()
+    return ChainStateName.COMPLETED if code == "0" else ChainStateName.FAILED

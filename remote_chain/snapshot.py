@@ -1,0 +1,182 @@
+"""PURE: the one remote exec behind ``status``: every chain's files, one sacct, one squeue.
+
+However many chains are asked for, a cluster is asked exactly once per poll: the script reads
+each chain's dot-files (base64, so nothing in them can break the framing), gathers every job
+id they name, and makes one ``sacct`` call and one ``squeue`` call for all of them
+(benchmarks issue, P5: controller load).
+"""
+
+from __future__ import annotations
+
+import base64
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from remote_chain._template import render_template
+from remote_chain.bundle import CREATED_FILE, FIRST_JOB_FILE, RECORD_FILE
+from remote_chain.models import JobId, SacctRecord, SlurmState
+from remote_chain.sacct import SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue
+from remote_chain.script import (
+    CANCEL_MARKER,
+    CHAIN_FILE,
+    EVENTS_FILE,
+    RETRIES_FILE,
+    WALLTIME_FILE,
+)
+
+# The files status reads per chain, by short kind name.
+CHAIN_FILES: dict[str, str] = {
+    "chain": CHAIN_FILE,
+    "walltime": WALLTIME_FILE,
+    "retries": RETRIES_FILE,
+    "events": EVENTS_FILE,
+    "first": FIRST_JOB_FILE,
+    "exit": ".remote_chain_exit",
+}
+MAX_FILE_BYTES = 1 << 20  # a chain's events file is a few KiB; more means something is wrong
+
+
+@dataclass(frozen=True)
+class Target:
+    """One run on one cluster, optionally narrowed to some benchmarks."""
+
+    run_id: str
+    run_dir: str
+    benchmarks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileRead:
+    status: str  # "ok" | "missing" | "unreadable" | "toolarge"
+    content: str = ""
+
+
+@dataclass(frozen=True)
+class ChainFiles:
+    run_id: str
+    benchmark: str
+    remote_dir: str
+    files: dict[str, FileRead]
+    cancel_marker: bool
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    run_id: str
+    run_dir: str
+    exists: bool
+    record: str | None
+    created: str | None
+    chains: tuple[ChainFiles, ...]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one status exec saw on one cluster."""
+
+    runs: tuple[RunFiles, ...]
+    sacct: dict[JobId, SacctRecord] = field(default_factory=dict)
+    sacct_ok: bool = True
+    sacct_error: str = ""
+    squeue: dict[JobId, tuple[SlurmState, str, str]] = field(default_factory=dict)
+    squeue_ok: bool = True
+    live_pids: frozenset[str] = frozenset()
+
+
+def render_status_script(targets: Sequence[Target], *, executor: str = "slurm") -> str:
+    reads = "\n    ".join(
+        f'rc_file {kind} "$bench" "$b/{name}"' for kind, name in CHAIN_FILES.items()
+    )
+    body = render_template(
+        "status.bash",
+        {
+            "__RECORD__": RECORD_FILE,
+            "__CREATED__": CREATED_FILE,
+            "__CANCEL__": CANCEL_MARKER,
+            "__CHAIN__": CHAIN_FILE,
+            "__FIRST__": FIRST_JOB_FILE,
+            "__EVENTS__": EVENTS_FILE,
+            "__MAX__": str(MAX_FILE_BYTES),
+            "__SACCT_FIELDS__": ",".join(SACCT_FIELDS),
+            "__SQUEUE_FORMAT__": SQUEUE_FORMAT,
+            "__FILES__": reads,
+        },
+    )
+    head = [
+        f"RC_EXECUTOR={shlex.quote(executor)}",
+        "RC_RUN_DIRS=(" + " ".join(shlex.quote(t.run_dir) for t in targets) + ")",
+        "RC_RUN_IDS=(" + " ".join(shlex.quote(t.run_id) for t in targets) + ")",
+        "RC_BENCHES=(" + " ".join(shlex.quote(" ".join(t.benchmarks)) for t in targets) + ")",
+    ]
+    return "\n".join([*head, body])
+
+
+def _b64(text: str) -> str:
+    try:
+        return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
+    except ValueError:
+        return ""
+
+
+@dataclass
+class _Run:
+    exists: bool = False
+    record: str | None = None
+    created: str | None = None
+
+
+@dataclass
+class _Bench:
+    marker: bool
+    files: dict[str, FileRead] = field(default_factory=dict)
+
+
+def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
+    """Turn the status script's lines into a Snapshot; unknown lines are skipped."""
+    runs: dict[int, _Run] = {}
+    benches: dict[tuple[int, str], _Bench] = {}
+    sacct_text, sacct_ok, squeue_text, squeue_ok = "", True, "", True
+    live: set[str] = set()
+    for line in text.splitlines():
+        parts = line.split("\t")
+        kind = parts[0]
+        if len(parts) < 2 or (kind in {"RUN", "BENCH", "FILE"} and not parts[1].isdigit()):
+            continue
+        if kind == "RUN" and len(parts) >= 3:
+            record = _b64(parts[3]) if len(parts) > 3 and parts[3] else None
+            created = _b64(parts[4]).strip() if len(parts) > 4 and parts[4] else None
+            runs[int(parts[1])] = _Run(parts[2] == "1", record, created)
+        elif kind == "BENCH" and len(parts) == 4:
+            benches[(int(parts[1]), parts[2])] = _Bench(parts[3] == "1")
+        elif kind == "FILE" and len(parts) == 6:
+            bench = benches.get((int(parts[1]), parts[3]))
+            if bench is not None:
+                content = _b64(parts[5]) if parts[4] == "ok" else ""
+                bench.files[parts[2]] = FileRead(parts[4], content)
+        elif kind == "SACCT" and len(parts) == 3:
+            sacct_ok, sacct_text = parts[1] == "0", _b64(parts[2])
+        elif kind == "SQUEUE" and len(parts) == 3:
+            squeue_ok, squeue_text = parts[1] == "0", _b64(parts[2])
+        elif kind == "LIVE":
+            live.add(parts[1])
+    run_files = []
+    for i, target in enumerate(targets):
+        run = runs.get(i, _Run())
+        chains = tuple(
+            ChainFiles(target.run_id, name, f"{target.run_dir}/{name}", b.files, b.marker)
+            for (j, name), b in benches.items()
+            if j == i
+        )
+        run_files.append(
+            RunFiles(target.run_id, target.run_dir, run.exists, run.record, run.created, chains)
+        )
+    return Snapshot(
+        runs=tuple(run_files),
+        sacct=parse_sacct(sacct_text) if sacct_ok else {},
+        sacct_ok=sacct_ok,
+        sacct_error="" if sacct_ok else sacct_text.strip()[-500:],
+        squeue=parse_squeue(squeue_text) if squeue_ok else {},
+        squeue_ok=squeue_ok,
+        live_pids=frozenset(live),
+    )

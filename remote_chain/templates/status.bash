@@ -1,0 +1,49 @@
+# The single remote exec of `status` (see snapshot.py). Not standalone: snapshot.py prepends
+# the RC_* arrays and substitutes the __NAMES__.
+rc_b64() { base64 < "$1" 2>/dev/null | tr -d '\n'; }
+rc_file() {  # kind bench path
+  if [[ ! -e $3 ]]; then printf 'FILE\t%s\t%s\t%s\tmissing\t\n' "$RC_I" "$1" "$2"
+  elif [[ ! -r $3 ]]; then printf 'FILE\t%s\t%s\t%s\tunreadable\t\n' "$RC_I" "$1" "$2"
+  elif (( $(stat -c %s -- "$3") > __MAX__ )); then printf 'FILE\t%s\t%s\t%s\ttoolarge\t\n' "$RC_I" "$1" "$2"
+  else printf 'FILE\t%s\t%s\t%s\tok\t%s\n' "$RC_I" "$1" "$2" "$(rc_b64 "$3")"; fi
+}
+ids=() names=() starts=()
+for RC_I in "${!RC_RUN_DIRS[@]}"; do
+  dir=${RC_RUN_DIRS[$RC_I]}
+  if [[ ! -d $dir ]]; then printf 'RUN\t%s\t0\n' "$RC_I"; continue; fi
+  printf 'RUN\t%s\t1\t%s\t%s\n' "$RC_I" "$(rc_b64 "$dir/__RECORD__")" "$(rc_b64 "$dir/__CREATED__")"
+  [[ -r $dir/__CREATED__ ]] && starts+=("$(head -c 40 "$dir/__CREATED__")")
+  read -r -a wanted <<< "${RC_BENCHES[$RC_I]}"
+  if (( ${#wanted[@]} == 0 )); then
+    for job in "$dir"/*/job.sh; do [[ -e $job ]] && wanted+=("$(basename "$(dirname "$job")")"); done
+  fi
+  for bench in "${wanted[@]}"; do
+    b="$dir/$bench"
+    if [[ ! -d $b ]]; then printf 'NOBENCH\t%s\t%s\n' "$RC_I" "$bench"; continue; fi
+    printf 'BENCH\t%s\t%s\t%s\n' "$RC_I" "$bench" "$([[ -e $b/__CANCEL__ ]] && echo 1 || echo 0)"
+    __FILES__
+    names+=("${RC_RUN_IDS[$RC_I]}:$bench")
+    for f in "$b/__CHAIN__" "$b/__FIRST__"; do
+      [[ -r $f ]] && while IFS= read -r id; do [[ $id =~ ^[0-9_+]+$ ]] && ids+=("$id"); done < "$f"
+    done
+    [[ -r $b/__EVENTS__ ]] && while read -r _ _ kind id _; do
+      [[ $kind == successor && $id =~ ^[0-9_+]+$ ]] && ids+=("$id")
+    done < "$b/__EVENTS__"
+    if [[ $RC_EXECUTOR == shell && -r $b/__FIRST__ ]]; then
+      pid=$(head -n 1 "$b/__FIRST__"); [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && printf 'LIVE\t%s\n' "$pid"
+    fi
+  done
+done
+if [[ $RC_EXECUTOR == slurm ]]; then
+  if (( ${#ids[@]} )); then
+    start=$(printf '%s\n' "${starts[@]}" | sort | head -n 1)
+    out=$(sacct -X --parsable2 --noheader --format=__SACCT_FIELDS__ --starttime "${start:-now-30days}" \
+      --endtime now --jobs "$(IFS=,; echo "${ids[*]}")" 2>&1); rc=$?
+    printf 'SACCT\t%s\t%s\n' "$rc" "$(printf '%s' "$out" | base64 | tr -d '\n')"
+  fi
+  if (( ${#names[@]} )); then
+    out=$(squeue --noheader --format='__SQUEUE_FORMAT__' --name="$(IFS=,; echo "${names[*]}")" 2>&1); rc=$?
+    printf 'SQUEUE\t%s\t%s\n' "$rc" "$(printf '%s' "$out" | base64 | tr -d '\n')"
+  fi
+fi
+printf 'DONE\n'
