@@ -32,11 +32,11 @@ class Rule:
     checks_walltime: bool = False
 
 
-# Spec table, one entry per row. Only resuming rows check the walltime cap: the spec checks
-# it on TIMEOUT/PREEMPTED/NODE_FAIL, and we extend it to every resume (refinement "walltime
-# cap never overrun") so accumulated >= cap always stops.
+# Spec table, one entry per row. Only rows that start a runner check the walltime cap: the
+# spec checks it on TIMEOUT/PREEMPTED/NODE_FAIL, and we extend it to every start (refinement
+# "walltime cap never overrun"), so accumulated >= cap always stops.
 RULES: dict[Outcome, Rule] = {
-    Outcome.FIRST: Rule(Action.START),
+    Outcome.FIRST: Rule(Action.START, checks_walltime=True),
     Outcome.NOT_VISIBLE: Rule(Action.RESUME, checks_walltime=True),
     Outcome.COMPLETED: Rule(Action.EXIT_SUCCESS),
     Outcome.CANCELLED: Rule(Action.STOP_CANCELLED),

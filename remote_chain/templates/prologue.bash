@@ -75,6 +75,8 @@ rc_lookup() {
 # Queue this very file again, to run only if this job ends not-ok (spec: before any work).
 rc_queue_successor() {
   local out
+  # Checked again here: a cancel may have landed while this job looked its predecessor up.
+  if [[ -e __CANCEL__ ]]; then rc_log "cancel marker found: not queuing a successor"; return 0; fi
   out=$(env -u SLURM_MEM_PER_CPU -u SLURM_MEM_PER_NODE -u SLURM_MEM_PER_GPU \
     sbatch --parsable --dependency="afternotok:$RC_JOB_ID" --kill-on-invalid-dep=yes \
     "$RC_SELF" "$RC_JOB_ID" 2>&1)
@@ -187,6 +189,11 @@ rc_main() {
     if [[ -n $RC_MAX_WALLTIME ]]; then rc_clip_time_limit $(( RC_MAX_WALLTIME - walltime )); fi
   fi
 
+  if [[ -e __CANCEL__ ]]; then
+    rc_log "cancel marker found before the runner started: exiting without work"
+    rc_event "decided __STOP_CANCELLED__ marker"
+    exit 0
+  fi
   export REMOTE_CHAIN_RUN_ID=$RC_RUN_ID REMOTE_CHAIN_BENCHMARK=$RC_BENCHMARK REMOTE_CHAIN_CLUSTER=$RC_CLUSTER
   export REMOTE_CHAIN_ATTEMPT=${#RC_CHAIN[@]}
   if (( ${#RC_CHAIN[@]} > 1 )); then export REMOTE_CHAIN_RESUME=1; else export REMOTE_CHAIN_RESUME=0; fi
