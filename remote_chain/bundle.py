@@ -20,10 +20,11 @@ from dataclasses import dataclass
 
 from remote_chain._template import render_template
 from remote_chain.models import JOB_ID_RE, JobId
+from remote_chain.script import SINCE_FILE
 
 RECORD_FILE = "remote-chain.json"
 FIRST_JOB_FILE = ".remote_chain_first_job"
-CREATED_FILE = ".remote_chain_created"
+
 SUBMIT_LOG = ".remote_chain_submit.out"
 # How long a submit that finds the run folder already there waits for the other submit's
 # record (a concurrent submit of the same --run-id may still be running sbatch).
@@ -52,7 +53,7 @@ class ClusterBundle:
     run_id: str
     cluster: str
     run_dir: str  # <workdir>/<run_id>/<cluster>
-    created: str  # ISO 8601 UTC, the sacct window start
+    created: str  # ISO 8601 UTC, kept in the run record
     executor: str
     chains: tuple[ChainPlan, ...]
     files: tuple[BundleFile, ...]
@@ -126,7 +127,7 @@ def _body(**extra: str) -> str:
         {
             "__RECORD__": RECORD_FILE,
             "__FIRST__": FIRST_JOB_FILE,
-            "__CREATED__": CREATED_FILE,
+            "__SINCE__": SINCE_FILE,
             "__LOG__": SUBMIT_LOG,
             "__WAIT__": str(RECORD_WAIT_S),
             **extra,
@@ -140,7 +141,6 @@ def _head(bundle: ClusterBundle, mode: str) -> list[str]:
         f"RC_MODE={mode}",
         f"RC_RUN_DIR={shlex.quote(bundle.run_dir)}",
         f"RC_PARENT={shlex.quote(parent)}",
-        f"RC_CREATED={shlex.quote(bundle.created)}",
         f"RC_EXECUTOR={shlex.quote(bundle.executor)}",
         "RC_BENCHMARKS=(" + " ".join(shlex.quote(c.benchmark) for c in bundle.chains) + ")",
         f"RC_RECORD_HEAD={shlex.quote(_record_head(bundle))}",

@@ -28,6 +28,9 @@ RETRIES_FILE = ".gym_infra_retries"
 CANCEL_MARKER = ".remote_chain_cancelled"
 EVENTS_FILE = ".remote_chain_events"
 SECRETS_FILE = ".remote_chain_secrets"
+# Beside the run's benchmark folders, written by submit: sacct's --starttime in the cluster's
+# own clock (a recycled job id cannot match an older job). Owned here, used by bundle too.
+SINCE_FILE = ".remote_chain_since"
 CHAIN_WARNING = "Chain will NOT continue on failure"
 
 ScalarValue = str | int | float | bool | None
@@ -56,7 +59,6 @@ class JobSpec:
     secret_env_names: tuple[str, ...] = ()  # values live in SECRETS_FILE, mode 600
     policy: ResumePolicy | None = None  # None: not resumable
     slurm: SlurmDirectives = field(default_factory=SlurmDirectives)
-    sacct_start: str = ""  # ISO time before the run was created: the sacct window start
     lookup_timeout_s: int = 60
     lookup_interval_s: int = 5
     executor: str = "slurm"
@@ -198,7 +200,6 @@ def _constants(spec: JobSpec) -> list[str]:
         ),
         ("RC_ADMIN_CANCEL", policy.cancel_by_other if policy else "stop"),
         ("RC_TIME_LIMIT", _or_empty(spec.slurm.time_s)),
-        ("RC_SACCT_START", spec.sacct_start),
         ("RC_LOOKUP_TIMEOUT", spec.lookup_timeout_s),
         ("RC_LOOKUP_INTERVAL", spec.lookup_interval_s),
     ]
@@ -224,6 +225,7 @@ def render_prologue() -> str:
     """The prologue's functions, with the decision table substituted in from chain.py."""
     subs = {
         "__EVENTS__": EVENTS_FILE,
+        "__SINCE__": SINCE_FILE,
         "__CHAIN__": CHAIN_FILE,
         "__WALLTIME__": WALLTIME_FILE,
         "__RETRIES__": RETRIES_FILE,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
-from remote_chain.bundle import CREATED_FILE, FIRST_JOB_FILE, RECORD_FILE
+from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
 from remote_chain.models import JobId, SacctRecord, SlurmState
 from remote_chain.sacct import SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue
 from remote_chain.script import (
@@ -22,6 +22,7 @@ from remote_chain.script import (
     CHAIN_FILE,
     EVENTS_FILE,
     RETRIES_FILE,
+    SINCE_FILE,
     WALLTIME_FILE,
 )
 
@@ -92,7 +93,7 @@ def render_status_script(targets: Sequence[Target], *, executor: str = "slurm") 
         "status.bash",
         {
             "__RECORD__": RECORD_FILE,
-            "__CREATED__": CREATED_FILE,
+            "__SINCE__": SINCE_FILE,
             "__CANCEL__": CANCEL_MARKER,
             "__CHAIN__": CHAIN_FILE,
             "__FIRST__": FIRST_JOB_FILE,

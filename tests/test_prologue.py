@@ -93,7 +93,6 @@ def run_prologue(
         argv=("sh", "-c", 'touch runner_started; exit "$RUNNER_RC"'),
         policy=case.policy,
         slurm=SlurmDirectives(time_s=3600),
-        sacct_start="2026-01-01T00:00:00",
         lookup_timeout_s=0,
         lookup_interval_s=0,
     )

@@ -4,6 +4,10 @@
 RC_SELF="$RC_DIR/job.sh"
 RC_JOB_ID=${SLURM_JOB_ID:-$$}
 RC_UID=$(id -u)
+# The sacct window start, written by submit in the cluster's clock: a recycled job id cannot
+# match a job from before the run.
+RC_SACCT_START=$(head -c 40 "$RC_DIR/../__SINCE__" 2>/dev/null) || RC_SACCT_START=""
+[[ $RC_SACCT_START =~ ^[0-9T:-]+$ ]] || RC_SACCT_START=now-30days
 
 # Logs go to stderr (the job's log file): stdout of helpers is captured by $(...).
 rc_log() { printf '[remote-chain %s] %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2; }

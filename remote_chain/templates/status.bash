@@ -11,8 +11,8 @@ ids=() names=() starts=()
 for RC_I in "${!RC_RUN_DIRS[@]}"; do
   dir=${RC_RUN_DIRS[$RC_I]}
   if [[ ! -d $dir ]]; then printf 'RUN\t%s\t0\n' "$RC_I"; continue; fi
-  printf 'RUN\t%s\t1\t%s\t%s\n' "$RC_I" "$(rc_b64 "$dir/__RECORD__")" "$(rc_b64 "$dir/__CREATED__")"
-  [[ -r $dir/__CREATED__ ]] && starts+=("$(head -c 40 "$dir/__CREATED__")")
+  printf 'RUN\t%s\t1\t%s\t%s\n' "$RC_I" "$(rc_b64 "$dir/__RECORD__")" "$(rc_b64 "$dir/__SINCE__")"
+  [[ -r $dir/__SINCE__ ]] && starts+=("$(head -c 40 "$dir/__SINCE__")")
   read -r -a wanted <<< "${RC_BENCHES[$RC_I]}"
   if (( ${#wanted[@]} == 0 )); then
     for job in "$dir"/*/job.sh; do [[ -e $job ]] && wanted+=("$(basename "$(dirname "$job")")"); done

@@ -23,7 +23,7 @@ mkdir -- "$RC_RUN_DIR" 2>/dev/null || rc_existing
 # From here on, a dropped connection must not stop us half-way.
 trap '' HUP PIPE
 cd -- "$RC_RUN_DIR" || rc_fail "cannot enter $RC_RUN_DIR"
-printf '%s\n' "$RC_CREATED" > __CREATED__
+date -d '-1 hour' +%Y-%m-%dT%H:%M:%S > __SINCE__ 2>/dev/null || date +%Y-%m-%dT%H:%M:%S > __SINCE__
 err=$(base64 -d <<'__RC_PAYLOAD_END__' 2>&1 | tar -xzpf - 2>&1
 __PAYLOAD__
 __RC_PAYLOAD_END__

@@ -1,0 +1,200 @@
+"""PURE: the remote execs of cancel, resume, logs and doctor, and parsers of their answers."""
+
+from __future__ import annotations
+
+import base64
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from remote_chain._template import render_template
+from remote_chain.bundle import FIRST_JOB_FILE
+from remote_chain.models import JOB_ID_RE, JobId
+from remote_chain.script import CANCEL_MARKER, CHAIN_FILE, EVENTS_FILE
+
+CANCEL_ROUNDS = 30  # seconds the cancel exec keeps re-reading the queue at most
+LOG_CHUNK = 4 << 20  # bytes of a log one exec returns at most
+
+
+def _b64(text: str) -> str:
+    try:
+        return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
+    except ValueError:
+        return text
+
+
+def _array(name: str, values: Sequence[str]) -> str:
+    return f"{name}=(" + " ".join(shlex.quote(v) for v in values) + ")"
+
+
+def _subs() -> dict[str, str]:
+    return {
+        "__CANCEL__": CANCEL_MARKER,
+        "__CHAIN__": CHAIN_FILE,
+        "__FIRST__": FIRST_JOB_FILE,
+        "__EVENTS__": EVENTS_FILE,
+        "__ROUNDS__": str(CANCEL_ROUNDS),
+    }
+
+
+# --- cancel ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CancelAnswer:
+    cancelled: dict[str, tuple[JobId, ...]]  # benchmark -> job ids scancel'd
+    missing: tuple[str, ...] = ()
+    left: bool = False  # jobs were still queued when the exec gave up
+    errors: tuple[str, ...] = ()
+
+
+def render_cancel_script(run_id: str, run_dir: str, benchmarks: Sequence[str]) -> str:
+    head = [
+        f"RC_RUN_ID={shlex.quote(run_id)}",
+        f"RC_RUN_DIR={shlex.quote(run_dir)}",
+        _array("RC_BENCHES", benchmarks),
+    ]
+    return "\n".join([*head, render_template("cancel.bash", _subs())])
+
+
+def parse_cancel_output(text: str, benchmarks: Sequence[str]) -> CancelAnswer:
+    by_id: dict[str, str] = {}
+    scancelled: list[str] = []
+    missing, errors, left, done = [], [], False, False
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if parts[0] == "SEEN" and len(parts) == 4:
+            by_id[parts[2]] = parts[1]
+        elif parts[0] == "NORUN":
+            errors.append("no such run on this cluster")
+        elif parts[0] == "BENCHES" and len(parts) == 2:
+            benchmarks = parts[1].split()
+        elif parts[0] == "SCANCEL" and len(parts) == 2 and JOB_ID_RE.match(parts[1]):
+            scancelled.append(parts[1])
+        elif parts[0] == "NOBENCH" and len(parts) == 2:
+            missing.append(parts[1])
+        elif parts[0] == "NOMARK" and len(parts) == 2:
+            errors.append(f"{parts[1]}: could not write the cancel marker")
+        elif parts[0] == "SQUEUE_FAILED" and len(parts) == 2:
+            errors.append(f"squeue failed: {_b64(parts[1]).strip()[:300]}")
+        elif parts[0] == "LEFT":
+            left = True
+        elif parts[0] == "DONE":
+            done = True
+    if not done:
+        errors.append("the cancel script did not finish")
+    cancelled: dict[str, list[JobId]] = {b: [] for b in benchmarks if b not in missing}
+    for job in scancelled:
+        bench = by_id.get(job)
+        if bench in cancelled and JobId(job) not in cancelled[bench]:
+            cancelled[bench].append(JobId(job))
+    return CancelAnswer(
+        {b: tuple(ids) for b, ids in cancelled.items()}, tuple(missing), left, tuple(errors)
+    )
+
+
+# --- resume ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResumeAnswer:
+    submitted: dict[str, JobId] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)  # benchmark -> why
+
+
+def render_resume_script(run_id: str, run_dir: str, benchmarks: Sequence[str]) -> str:
+    head = [
+        f"RC_RUN_ID={shlex.quote(run_id)}",
+        f"RC_RUN_DIR={shlex.quote(run_dir)}",
+        _array("RC_BENCHES", benchmarks),
+    ]
+    return "\n".join([*head, render_template("resume.bash", _subs())])
+
+
+def parse_resume_output(text: str) -> ResumeAnswer:
+    answer = ResumeAnswer()
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if parts[0] == "SUBMITTED" and len(parts) == 3 and JOB_ID_RE.match(parts[2]):
+            answer.submitted[parts[1]] = JobId(parts[2])
+        elif parts[0] == "LIVE" and len(parts) == 3:
+            answer.refused[parts[1]] = f"still queued: job {parts[2].strip()}"
+        elif parts[0] == "NOBENCH" and len(parts) == 2:
+            answer.refused[parts[1]] = "no such benchmark in this run"
+        elif parts[0] == "FAILED" and len(parts) == 3:
+            answer.refused[parts[1]] = _b64(parts[2]).strip()[:500] or "sbatch failed"
+    return answer
+
+
+# --- logs --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LogChunk:
+    job_id: JobId | None
+    live: bool
+    size: int
+    data: str
+    problem: str | None = None
+
+
+def render_logs_script(
+    run_dir: str, benchmark: str, *, job_id: str | None, offset: int, executor: str
+) -> str:
+    head = [
+        f"RC_RUN_DIR={shlex.quote(run_dir)}",
+        f"RC_BENCH={shlex.quote(benchmark)}",
+        f"RC_JOB={shlex.quote(job_id or '')}",
+        f"RC_OFFSET={int(offset)}",
+        f"RC_MAX={LOG_CHUNK}",
+        f"RC_EXECUTOR={shlex.quote(executor)}",
+    ]
+    return "\n".join([*head, render_template("logs.bash", _subs())])
+
+
+def parse_logs_output(text: str) -> LogChunk:
+    first, _, rest = text.partition("\n")
+    parts = first.split("\t")
+    if parts[0] == "NOBENCH":
+        return LogChunk(None, False, 0, "", "no such benchmark in this run")
+    if parts[0] == "NOJOB":
+        return LogChunk(None, False, 0, "", "no job has been recorded for this chain yet")
+    if parts[0] != "LOG" or len(parts) != 4 or not JOB_ID_RE.match(parts[1]):
+        return LogChunk(None, False, 0, "", "unexpected answer from the cluster")
+    size = int(parts[3]) if parts[3].isdigit() else 0
+    return LogChunk(JobId(parts[1]), parts[2] == "1", size, rest)
+
+
+# --- doctor ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    hint: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"check": self.name, "ok": self.ok, "detail": self.detail, "hint": self.hint}
+
+
+HINTS = {
+    "command": "load Slurm in your login environment (e.g. `module load slurm` in ~/.bash_profile)",
+    "accounting": "sacct must answer: ask the admins whether slurmdbd accounting is enabled",
+    "partition": "set [slurm] partition in the profile to one `sinfo -s` lists",
+    "workdir": "set `workdir` in the profile to a folder you can write on the cluster",
+}
+
+
+def render_doctor_script(*, workdir: str, partition: str | None, executor: str) -> str:
+    head = [
+        f"RC_WORKDIR={shlex.quote(workdir)}",
+        f"RC_PARTITION={shlex.quote(partition or '')}",
+        f"RC_EXECUTOR={shlex.quote(executor)}",
+    ]
+    return "\n".join([*head, render_template("doctor.bash", {})])
+
+
+def parse_doctor_output(text: str) -> list[Check]:
+    checks = []
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if parts[0] == "CHECK" and len(parts) == 4:
+            ok = parts[2] == "ok"
+            family = parts[1].split(":", 1)[0]
+            hint = "" if ok else HINTS.get(family, "")
+            checks.append(Check(parts[1], ok, _b64(parts[3]).strip()[:500], hint))
+    return checks

@@ -1,0 +1,277 @@
+"""One cluster for one invocation: a connection, opened once, and each operation as one exec.
+
+This is the imperative shell around the pure script builders (bundle, snapshot, actions):
+it sends a script through the ``Remote`` seam, reads the answer, and decides about retries.
+
+- Every operation is a single remote exec; a whole status poll is one, whatever the count.
+- Reads (status, logs, doctor) are retried on transient transport errors (tenacity).
+- ``submit`` is never blindly retried: after a transport error it reconnects and *looks the
+  run up* (the run folder is made atomically by the submit script); only a run folder that
+  does not exist proves the script never ran, and only then is it sent again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+import structlog
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from remote_chain.actions import (
+    CancelAnswer,
+    Check,
+    LogChunk,
+    ResumeAnswer,
+    parse_cancel_output,
+    parse_doctor_output,
+    parse_logs_output,
+    parse_resume_output,
+    render_cancel_script,
+    render_doctor_script,
+    render_logs_script,
+    render_resume_script,
+)
+from remote_chain.bundle import (
+    ClusterBundle,
+    SubmitAnswer,
+    parse_submit_output,
+    render_lookup_script,
+    render_submit_script,
+)
+from remote_chain.chainstatus import ChainStateName, ChainStatus, derive
+from remote_chain.config import ClusterProfile
+from remote_chain.errors import CommandFailedError, RemoteChainError, RemoteError, SubmitError
+from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
+from remote_chain.settings import Settings
+from remote_chain.snapshot import Snapshot, Target, parse_status_output, render_status_script
+
+log = structlog.get_logger("remote_chain")
+
+Opener = Callable[[Endpoint], Awaitable[Remote]]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Retry knobs, a value injected so tests can run with zero waits."""
+
+    attempts: int = 5
+    wait_max: float = 8.0
+    wait_min: float = 0.5
+
+    def retrying(self, when: Callable[[BaseException], bool] | None = None) -> AsyncRetrying:
+        return AsyncRetrying(
+            stop=stop_after_attempt(self.attempts),
+            wait=wait_exponential(multiplier=self.wait_min, max=self.wait_max),
+            retry=retry_if_exception(when or _transient),
+            sleep=anyio.sleep,
+            reraise=True,
+        )
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, RemoteChainError) and exc.transient
+
+
+class _Lagging(RemoteChainError):
+    """Accounting has not caught up for some chain: query again (transient by class)."""
+
+    transient = True
+
+    def __init__(self, snapshot: Snapshot):
+        self.snapshot = snapshot
+        super().__init__("accounting lag")
+
+
+def endpoint_for(profile: ClusterProfile, settings: Settings) -> Endpoint:
+    return Endpoint(
+        name=profile.name,
+        host=profile.host,
+        port=profile.port,
+        user=profile.user,
+        identity_file=profile.identity_file,
+        known_hosts=profile.known_hosts,
+        proxy_jump=profile.proxy_jump,
+        control_path=profile.control_path,
+        transport=profile.transport,
+        connect_timeout=settings.connect_timeout,
+        command_timeout=settings.command_timeout,
+        keepalive_interval=settings.keepalive_interval,
+        max_channels=settings.max_channels,
+    )
+
+
+class ClusterSession:
+    """A cluster profile, its (lazily opened, reused) connection, and the operations on it."""
+
+    def __init__(
+        self,
+        profile: ClusterProfile,
+        settings: Settings,
+        *,
+        opener: Opener = open_remote,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.profile = profile
+        self.settings = settings
+        self._opener = opener
+        self._remote: Remote | None = None
+        self._lock = anyio.Lock()
+        self.retry = retry or RetryPolicy(settings.sacct_attempts, settings.sacct_wait_max)
+        self.log = log.bind(cluster=profile.name)
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    async def remote(self) -> Remote:
+        async with self._lock:
+            if self._remote is None:
+                self._remote = await self._opener(endpoint_for(self.profile, self.settings))
+            return self._remote
+
+    async def reconnect(self) -> None:
+        async with self._lock:
+            old, self._remote = self._remote, None
+        if old is not None:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await old.aclose()
+
+    async def aclose(self) -> None:
+        await self.reconnect()
+
+    async def run(self, script: str, *, what: str, timeout: float | None = None) -> CommandResult:
+        """One exec; a non-zero exit of our own script is a CommandFailedError."""
+        remote = await self.remote()
+        try:
+            result = await remote.run(script, timeout=timeout)
+        except RemoteError as exc:
+            if exc.transient:
+                await self.reconnect()
+            raise
+        if result.exit_status != 0:
+            raise CommandFailedError(
+                f"{what} failed",
+                host=self.name,
+                command=what,
+                exit_status=result.exit_status,
+                stderr=result.stderr,
+            )
+        return result
+
+    async def read(self, script: str, *, what: str, timeout: float | None = None) -> str:
+        """An idempotent exec, retried on transient transport errors."""
+        async for attempt in self.retry.retrying():
+            with attempt:
+                return (await self.run(script, what=what, timeout=timeout)).stdout
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    # --- submit -------------------------------------------------------------------------------
+    async def submit(self, bundle: ClusterBundle) -> SubmitAnswer:
+        """Submit once; after a lost connection, look the run up before ever sending again."""
+        script = render_submit_script(bundle)
+        for attempt in range(1, 4):
+            try:
+                result = await self.run(script, what="submit")
+            except RemoteError as exc:
+                if not exc.transient:
+                    raise
+                self.log.warning("submit_connection_lost", attempt=attempt, error=str(exc))
+                found = await self._lookup(bundle)
+                if found.existed:
+                    return found
+                continue  # ABSENT: the script never ran; sending it again is safe
+            answer = parse_submit_output(result.stdout)
+            if answer.error:
+                raise SubmitError(f"{self.name}: {answer.error}")
+            for sub in answer.submitted:
+                self.log.info(
+                    "job_submitted",
+                    run_id=bundle.run_id,
+                    benchmark=sub.benchmark,
+                    job_id=sub.job_id,
+                )
+            return answer
+        raise SubmitError(f"{self.name}: submit failed three times on a lost connection")
+
+    async def _lookup(self, bundle: ClusterBundle) -> SubmitAnswer:
+        text = await self.read(render_lookup_script(bundle), what="submit lookup")
+        answer = parse_submit_output(text)
+        if answer.error:
+            raise SubmitError(f"{self.name}: {answer.error}")
+        return answer
+
+    # --- status -------------------------------------------------------------------------------
+    async def snapshot(self, targets: Sequence[Target], *, retry_lag: bool = True) -> Snapshot:
+        """One status exec for all targets; retried (bounded) while accounting lags."""
+        script = render_status_script(targets, executor=self.profile.executor)
+        if not retry_lag:
+            return parse_status_output(await self.read(script, what="status"), targets)
+        try:
+            async for attempt in self.retry.retrying(lambda e: isinstance(e, _Lagging)):
+                with attempt:
+                    snap = parse_status_output(await self.read(script, what="status"), targets)
+                    if _lagging(self.name, snap, self.profile.executor):
+                        self.log.info("sacct_retrying", attempt=attempt.retry_state.attempt_number)
+                        raise _Lagging(snap)
+                    return snap
+        except _Lagging as exc:
+            self.log.warning("sacct_lagging", detail="some chains stay unknown")
+            return exc.snapshot
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    async def status(
+        self, targets: Sequence[Target], *, retry_lag: bool = True
+    ) -> list[ChainStatus]:
+        snap = await self.snapshot(targets, retry_lag=retry_lag)
+        return statuses(self.name, snap, self.profile.executor)
+
+    # --- cancel, resume, logs, doctor ----------------------------------------------------------
+    async def cancel(self, run_id: str, run_dir: str, benchmarks: Sequence[str]) -> CancelAnswer:
+        # Not retried blindly either: it is idempotent (marker, scancel), so a rerun is safe.
+        script = render_cancel_script(run_id, run_dir, benchmarks)
+        text = await self.read(script, what="cancel", timeout=self.settings.command_timeout + 60)
+        answer = parse_cancel_output(text, benchmarks)
+        self.log.info("chain_cancelled", run_id=run_id, jobs=answer.cancelled)
+        return answer
+
+    async def resume(self, run_id: str, run_dir: str, benchmarks: Sequence[str]) -> ResumeAnswer:
+        script = render_resume_script(run_id, run_dir, benchmarks)
+        return parse_resume_output((await self.run(script, what="resume")).stdout)
+
+    async def logs(
+        self, run_dir: str, benchmark: str, *, job_id: str | None, offset: int
+    ) -> LogChunk:
+        script = render_logs_script(
+            run_dir, benchmark, job_id=job_id, offset=offset, executor=self.profile.executor
+        )
+        return parse_logs_output(await self.read(script, what="logs"))
+
+    async def doctor(self) -> list[Check]:
+        script = render_doctor_script(
+            workdir=self.profile.workdir,
+            partition=self.profile.slurm.partition,
+            executor=self.profile.executor,
+        )
+        return parse_doctor_output(await self.read(script, what="doctor"))
+
+
+def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:
+    out = []
+    for run in snap.runs:
+        out += [derive(cluster, files, snap, executor=executor) for files in run.chains]
+    return out
+
+
+def _lagging(cluster: str, snap: Snapshot, executor: str) -> bool:
+    if executor != "slurm":
+        return False
+    if not snap.sacct_ok:
+        return True
+    return any(s.state is ChainStateName.UNKNOWN for s in statuses(cluster, snap, executor))

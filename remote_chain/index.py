@@ -1,0 +1,100 @@
+"""The local run index: which clusters and remote folders a run went to.
+
+One JSON file per run under ``$XDG_STATE_HOME/remote-chain/runs/`` (interface.md §4), so that
+``status``/``cancel``/``logs`` need only the run id on the machine that submitted; with
+``--cluster`` they work without it (e.g. from CI), reading ``<workdir>/<run_id>/<cluster>``.
+Writes are atomic (tmp + rename); an unreadable entry is skipped with a warning, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger("remote_chain")
+
+
+@dataclass(frozen=True)
+class IndexedCluster:
+    run_dir: str
+    benchmarks: tuple[str, ...]
+    executor: str = "slurm"
+
+
+@dataclass(frozen=True)
+class IndexedRun:
+    run_id: str
+    created: str
+    clusters: dict[str, IndexedCluster] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id,
+            "created": self.created,
+            "clusters": {
+                name: {
+                    "run_dir": c.run_dir,
+                    "benchmarks": list(c.benchmarks),
+                    "executor": c.executor,
+                }
+                for name, c in self.clusters.items()
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> IndexedRun:
+        clusters_raw = data.get("clusters")
+        clusters: dict[str, IndexedCluster] = {}
+        if isinstance(clusters_raw, dict):
+            for name, c in clusters_raw.items():
+                if isinstance(c, dict):
+                    clusters[str(name)] = IndexedCluster(
+                        str(c.get("run_dir", "")),
+                        tuple(str(b) for b in c.get("benchmarks", []) or []),
+                        str(c.get("executor", "slurm")),
+                    )
+        return cls(str(data["run_id"]), str(data.get("created", "")), clusters)
+
+
+class RunIndex:
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def _path(self, run_id: str) -> Path:
+        return self.folder / f"{run_id}.json"
+
+    def save(self, run: IndexedRun) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(run.to_json(), f, indent=2)
+        os.replace(tmp, self._path(run.run_id))
+
+    def load(self, run_id: str) -> IndexedRun | None:
+        try:
+            data = json.loads(self._path(run_id).read_text(encoding="utf-8"))
+            return IndexedRun.from_json(data)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("index_entry_unreadable", run_id=run_id, error=str(exc))
+            return None
+
+    def recent(self, limit: int = 10) -> list[IndexedRun]:
+        if not self.folder.is_dir():
+            return []
+        paths = sorted(self.folder.glob("rc-*.json"), reverse=True)
+        paths += sorted(
+            p for p in self.folder.glob("*.json") if not p.name.startswith(("rc-", "."))
+        )
+        runs = []
+        for path in paths[:limit]:
+            run = self.load(path.stem)
+            if run is not None:
+                runs.append(run)
+        return runs

@@ -1,0 +1,618 @@
+"""Multi-cluster flows: submit, status, wait, cancel, resume, logs and doctor, as awaitables.
+
+This is the Python API the CLI itself uses (and a CI driver or a notebook can embed)::
+
+    async with Orchestrator(settings) as rc:
+        result = await rc.submit(Path("eval.yaml"), clusters=["eos", "dgx"])
+        final = await rc.wait(result.run_id)
+
+Every flow fans out over clusters in one anyio task group; a failing cluster is recorded with
+its error and never stops the others. Each cluster is one ``ClusterSession``: one connection
+for the whole invocation, one exec per operation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self, TypeVar
+
+import anyio
+import structlog
+
+from remote_chain.actions import Check
+from remote_chain.bundle import ClusterBundle
+from remote_chain.chainstatus import ChainStateName, ChainStatus
+from remote_chain.cluster import ClusterSession, Opener, RetryPolicy
+from remote_chain.config import (
+    ClusterProfile,
+    SubmitConfig,
+    check_for_cluster,
+    default_clusters_dirs,
+    find_profile,
+    load_submit_config,
+)
+from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
+from remote_chain.index import IndexedCluster, IndexedRun, RunIndex
+from remote_chain.plan import (
+    build_bundle,
+    check_run_id,
+    new_run_id,
+    read_uploads,
+    run_dir,
+    select_benchmarks,
+)
+from remote_chain.remote import open_remote
+from remote_chain.settings import Settings
+from remote_chain.snapshot import Target
+
+log = structlog.get_logger("remote_chain")
+T = TypeVar("T")
+
+
+class WaitTimeout(RemoteChainError):
+    """``wait`` gave up after its ``--timeout``; exit 4 (interface.md §4)."""
+
+    exit_code = 4
+
+    def __init__(self, result: StatusResult):
+        self.result = result
+        super().__init__("timed out before every chain ended")
+
+
+@dataclass(frozen=True)
+class ClusterFailure:
+    cluster: str
+    error: RemoteChainError
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cluster": self.cluster,
+            "error": str(self.error),
+            "kind": type(self.error).__name__,
+        }
+
+
+@dataclass(frozen=True)
+class Submission:
+    cluster: str
+    benchmark: str
+    job_id: str | None
+    remote_dir: str
+    error: str | None
+    existing: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cluster": self.cluster,
+            "benchmark": self.benchmark,
+            "job_id": self.job_id,
+            "remote_dir": self.remote_dir,
+            "error": self.error,
+            "existing": self.existing,
+        }
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    run_id: str
+    submissions: tuple[Submission, ...]
+    failures: tuple[ClusterFailure, ...] = ()
+    dry_run: bool = False
+    bundles: tuple[ClusterBundle, ...] = field(default=(), repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and all(s.error is None for s in self.submissions)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id,
+            "submissions": [s.to_json() for s in self.submissions],
+            "errors": [f.to_json() for f in self.failures],
+            "dry_run": self.dry_run,
+        }
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    run_id: str
+    chains: tuple[ChainStatus, ...]
+    failures: tuple[ClusterFailure, ...] = ()
+
+    @property
+    def ended(self) -> bool:
+        return not self.failures and all(c.state.ended for c in self.chains)
+
+    @property
+    def all_completed(self) -> bool:
+        return (
+            not self.failures
+            and bool(self.chains)
+            and all(c.state is ChainStateName.COMPLETED for c in self.chains)
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id,
+            "chains": [c.to_json() for c in self.chains],
+            "errors": [f.to_json() for f in self.failures],
+        }
+
+
+@dataclass(frozen=True)
+class CancelEntry:
+    cluster: str
+    benchmark: str
+    job_ids: tuple[str, ...]
+    error: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cluster": self.cluster,
+            "benchmark": self.benchmark,
+            "job_ids": list(self.job_ids),
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class CancelResult:
+    run_id: str
+    cancelled: tuple[CancelEntry, ...]
+    failures: tuple[ClusterFailure, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and all(c.error is None for c in self.cancelled)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id,
+            "cancelled": [c.to_json() for c in self.cancelled],
+            "errors": [f.to_json() for f in self.failures],
+        }
+
+
+@dataclass(frozen=True)
+class ResumeEntry:
+    cluster: str
+    benchmark: str
+    job_id: str | None
+    error: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cluster": self.cluster,
+            "benchmark": self.benchmark,
+            "job_id": self.job_id,
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class ResumeResult:
+    run_id: str
+    resumed: tuple[ResumeEntry, ...]
+    failures: tuple[ClusterFailure, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and all(r.error is None for r in self.resumed)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id,
+            "resumed": [r.to_json() for r in self.resumed],
+            "errors": [f.to_json() for f in self.failures],
+        }
+
+
+@dataclass(frozen=True)
+class DoctorResult:
+    cluster: str
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cluster": self.cluster,
+            "ok": self.ok,
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+
+RESUMABLE_STATES = frozenset({ChainStateName.FAILED, ChainStateName.STOPPED})
+
+
+class Orchestrator:
+    """The whole client: profiles, sessions (one per cluster), the local index, the flows."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        clusters_dir: Path | None = None,
+        opener: Opener = open_remote,
+        retry: RetryPolicy | None = None,
+        index: RunIndex | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.clusters_dirs = default_clusters_dirs(clusters_dir, self.settings)
+        self.index = index or RunIndex(self.settings.index_dir())
+        self._opener = opener
+        self._retry = retry
+        self._sessions: dict[str, ClusterSession] = {}
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for session in self._sessions.values():
+                await session.aclose()
+
+    def profile(self, name: str) -> ClusterProfile:
+        return find_profile(name, clusters_dirs=self.clusters_dirs)
+
+    def session(self, name: str) -> ClusterSession:
+        if name not in self._sessions:
+            self._sessions[name] = ClusterSession(
+                self.profile(name), self.settings, opener=self._opener, retry=self._retry
+            )
+        return self._sessions[name]
+
+    async def _fan_out(
+        self, clusters: Sequence[str], work: Callable[[str], Awaitable[T]]
+    ) -> tuple[dict[str, T], list[ClusterFailure]]:
+        """Run ``work`` per cluster concurrently; each failure is kept with its cluster."""
+        results: dict[str, T] = {}
+        failures: list[ClusterFailure] = []
+
+        async def one(name: str) -> None:
+            try:
+                results[name] = await work(name)
+            except RemoteChainError as exc:
+                log.warning("cluster_failed", cluster=name, error=str(exc))
+                failures.append(ClusterFailure(name, exc))
+
+        async with anyio.create_task_group() as tg:
+            for name in dict.fromkeys(clusters):
+                tg.start_soon(one, name)
+        return results, sorted(failures, key=lambda f: f.cluster)
+
+    # --- submit -------------------------------------------------------------------------------
+    async def submit(
+        self,
+        config: SubmitConfig | Path,
+        clusters: Sequence[str],
+        *,
+        benchmarks: Sequence[str] = (),
+        run_id: str | None = None,
+        dry_run: bool = False,
+    ) -> SubmitResult:
+        """Upload and submit a run on every cluster: one exec per cluster, concurrently."""
+        if not clusters:
+            raise ConfigError(
+                "name at least one cluster", source="<command line>", field="--cluster"
+            )
+        cfg = config if isinstance(config, SubmitConfig) else load_submit_config(config)
+        names = select_benchmarks(cfg, benchmarks)
+        run_id = check_run_id(run_id) if run_id else new_run_id()
+        created = dt.datetime.now(dt.UTC)
+        # Every local check before any connection: profiles, executors, uploads.
+        profiles = [self.profile(c) for c in dict.fromkeys(clusters)]
+        for p in profiles:
+            check_for_cluster(cfg, p)
+        uploads = read_uploads(cfg, max_bytes=self.settings.max_upload_bytes)
+        bundles = {
+            p.name: build_bundle(
+                cfg,
+                p,
+                names,
+                uploads,
+                run_id=run_id,
+                created=created,
+                lookup_timeout_s=self.settings.lookup_timeout,
+            )
+            for p in profiles
+        }
+        if dry_run:
+            subs = tuple(
+                Submission(p.name, c.benchmark, None, c.remote_dir, None)
+                for p in profiles
+                for c in bundles[p.name].chains
+            )
+            return SubmitResult(run_id, subs, dry_run=True, bundles=tuple(bundles.values()))
+        self._remember(run_id, created, profiles, names)
+        log.info("run_submitting", run_id=run_id, clusters=[p.name for p in profiles])
+        answers, failures = await self._fan_out(
+            [p.name for p in profiles], lambda name: self.session(name).submit(bundles[name])
+        )
+        subs_list: list[Submission] = []
+        for p in profiles:
+            answer = answers.get(p.name)
+            if answer is None:
+                continue
+            bundle = bundles[p.name]
+            if answer.existed:
+                subs_list += _existing(p.name, bundle, answer.record)
+                continue
+            by_bench = {s.benchmark: s for s in answer.submitted}
+            for chain in bundle.chains:
+                s = by_bench.get(chain.benchmark)
+                subs_list.append(
+                    Submission(
+                        p.name,
+                        chain.benchmark,
+                        s.job_id if s else None,
+                        chain.remote_dir,
+                        (s.error if s else "no answer for this benchmark"),
+                    )
+                )
+        return SubmitResult(run_id, tuple(subs_list), tuple(failures))
+
+    def _remember(
+        self,
+        run_id: str,
+        created: dt.datetime,
+        profiles: Sequence[ClusterProfile],
+        names: list[str],
+    ) -> None:
+        clusters = {
+            p.name: IndexedCluster(run_dir(p, run_id), tuple(names), p.executor) for p in profiles
+        }
+        try:
+            self.index.save(IndexedRun(run_id, created.isoformat(), clusters))
+        except OSError as exc:  # the index is a convenience: never fail a submit on it
+            log.warning("index_write_failed", error=str(exc))
+
+    # --- status / wait --------------------------------------------------------------------------
+    def _targets(
+        self, run_id: str, clusters: Sequence[str], benchmarks: Sequence[str]
+    ) -> dict[str, Target]:
+        """Which folder to read on which cluster: --cluster wins, else the local index."""
+        check_run_id(run_id)
+        if clusters:
+            return {
+                c: Target(run_id, run_dir(self.profile(c), run_id), tuple(benchmarks))
+                for c in dict.fromkeys(clusters)
+            }
+        entry = self.index.load(run_id)
+        if entry is None:
+            raise ConfigError(
+                f"run {run_id} is not in the local index ({self.index.folder}); "
+                "name its cluster(s) with --cluster",
+                source="<command line>",
+                field="RUN_ID",
+            )
+        return {
+            name: Target(run_id, c.run_dir, tuple(benchmarks)) for name, c in entry.clusters.items()
+        }
+
+    async def status(
+        self,
+        run_id: str,
+        *,
+        clusters: Sequence[str] = (),
+        benchmarks: Sequence[str] = (),
+        retry_lag: bool = True,
+    ) -> StatusResult:
+        """Every chain of the run: one exec (one sacct, one squeue) per cluster."""
+        targets = self._targets(run_id, clusters, benchmarks)
+        results, failures = await self._fan_out(
+            list(targets),
+            lambda name: self.session(name).status([targets[name]], retry_lag=retry_lag),
+        )
+        chains = [c for name in targets for c in results.get(name, [])]
+        missing = [
+            ClusterFailure(name, RemoteChainError(f"no run {run_id} under {targets[name].run_dir}"))
+            for name in targets
+            if name in results and not results[name]
+        ]
+        return StatusResult(run_id, tuple(chains), tuple(failures + missing))
+
+    async def status_recent(self, *, limit: int = 10) -> list[StatusResult]:
+        """``status`` with no run id: the recent runs of the local index, one exec per cluster."""
+        runs = self.index.recent(limit)
+        per_cluster: dict[str, list[Target]] = {}
+        for run in runs:
+            for name, c in run.clusters.items():
+                per_cluster.setdefault(name, []).append(Target(run.run_id, c.run_dir))
+        results, failures = await self._fan_out(
+            list(per_cluster), lambda name: self.session(name).status(per_cluster[name])
+        )
+        out = []
+        for run in runs:
+            chains = tuple(
+                c for name in run.clusters for c in results.get(name, []) if c.run_id == run.run_id
+            )
+            fails = tuple(f for f in failures if f.cluster in run.clusters)
+            out.append(StatusResult(run.run_id, chains, fails))
+        return out
+
+    async def wait(
+        self,
+        run_id: str,
+        *,
+        clusters: Sequence[str] = (),
+        timeout: float | None = None,
+        first_interval: float = 2.0,
+        on_poll: Callable[[StatusResult], None] | None = None,
+    ) -> StatusResult:
+        """Block until every chain ended; poll quickly first, then settle at poll_interval."""
+        interval = first_interval
+        deadline = None if timeout is None else anyio.current_time() + timeout
+        while True:
+            result = await self.status(run_id, clusters=clusters, retry_lag=False)
+            if on_poll is not None:
+                on_poll(result)
+            if result.chains and result.ended:
+                return result
+            for f in result.failures:  # dropped connection: the session reconnects next poll
+                if isinstance(f.error, RemoteError) and not f.error.transient:
+                    raise f.error
+            now = anyio.current_time()
+            if deadline is not None and now >= deadline:
+                raise WaitTimeout(result)
+            pause = interval if deadline is None else min(interval, max(0.0, deadline - now))
+            await anyio.sleep(pause)
+            interval = min(interval * 2, self.settings.poll_interval)
+
+    # --- cancel / resume ------------------------------------------------------------------------
+    async def cancel(
+        self, run_id: str, *, clusters: Sequence[str] = (), benchmarks: Sequence[str] = ()
+    ) -> CancelResult:
+        """Marker first, pending jobs, then running ones, until nothing of the chain is queued."""
+        targets = self._targets(run_id, clusters, benchmarks)
+        answers, failures = await self._fan_out(
+            list(targets),
+            lambda name: self.session(name).cancel(run_id, targets[name].run_dir, benchmarks),
+        )
+        entries = []
+        for name, answer in answers.items():
+            err = "; ".join(answer.errors) or None
+            if answer.left:
+                err = (err + "; " if err else "") + "jobs were still queued when cancel gave up"
+            if not answer.cancelled and err:
+                entries.append(CancelEntry(name, "", (), err))
+            entries += [
+                CancelEntry(name, bench, tuple(ids), err) for bench, ids in answer.cancelled.items()
+            ]
+            entries += [
+                CancelEntry(name, bench, (), "no such benchmark in this run")
+                for bench in answer.missing
+            ]
+        return CancelResult(run_id, tuple(entries), tuple(failures))
+
+    async def resume(
+        self, run_id: str, *, clusters: Sequence[str] = (), benchmarks: Sequence[str] = ()
+    ) -> ResumeResult:
+        """Queue the next job of chains that ended failed or stopped; refuse live ones."""
+        status = await self.status(run_id, clusters=clusters, benchmarks=benchmarks)
+        targets = self._targets(run_id, clusters, benchmarks)
+        wanted: dict[str, list[str]] = {}
+        entries: list[ResumeEntry] = []
+        for chain in status.chains:
+            if chain.state in RESUMABLE_STATES:
+                wanted.setdefault(chain.cluster, []).append(chain.benchmark)
+            else:
+                why = f"chain is {chain.state.value}; only failed or stopped chains resume"
+                entries.append(ResumeEntry(chain.cluster, chain.benchmark, None, why))
+        answers, failures = await self._fan_out(
+            list(wanted),
+            lambda name: self.session(name).resume(run_id, targets[name].run_dir, wanted[name]),
+        )
+        for name, answer in answers.items():
+            entries += [ResumeEntry(name, b, j, None) for b, j in answer.submitted.items()]
+            entries += [ResumeEntry(name, b, None, why) for b, why in answer.refused.items()]
+        return ResumeResult(run_id, tuple(entries), tuple(list(status.failures) + failures))
+
+    # --- logs / doctor --------------------------------------------------------------------------
+    async def logs(
+        self,
+        run_id: str,
+        benchmark: str,
+        *,
+        cluster: str | None = None,
+        job_id: str | None = None,
+        follow: bool = False,
+        write: Callable[[str], None],
+        interval: float = 2.0,
+    ) -> None:
+        targets = self._targets(run_id, [cluster] if cluster else [], [benchmark])
+        if len(targets) != 1:
+            raise ConfigError(
+                f"run {run_id} is on {len(targets)} clusters; pick one with --cluster",
+                source="<command line>",
+                field="--cluster",
+            )
+        ((name, target),) = targets.items()
+        session = self.session(name)
+        offset, current = 0, job_id
+        while True:
+            chunk = await session.logs(target.run_dir, benchmark, job_id=current, offset=offset)
+            if chunk.problem:
+                raise RemoteChainError(f"{name}: {chunk.problem}")
+            if current is None and chunk.job_id is not None and follow:
+                current = chunk.job_id  # follow one job's file; a new link prints its own
+            if chunk.data:
+                write(chunk.data)
+                offset += len(chunk.data.encode("utf-8", "replace"))
+            if not follow or (not chunk.live and offset >= chunk.size):
+                return
+            await anyio.sleep(interval)
+
+    async def doctor(self, clusters: Sequence[str]) -> list[DoctorResult]:
+        async def one(name: str) -> DoctorResult:
+            session = self.session(name)
+            try:
+                await session.remote()
+            except RemoteError as exc:
+                return DoctorResult(name, (Check("ssh", False, str(exc), _ssh_hint(exc)),))
+            checks = await session.doctor()
+            return DoctorResult(name, (Check("ssh", True, "connected and authenticated"), *checks))
+
+        results, failures = await self._fan_out(clusters, one)
+        out = [results[c] for c in dict.fromkeys(clusters) if c in results]
+        out += [DoctorResult(f.cluster, (Check("ssh", False, str(f.error)),)) for f in failures]
+        return out
+
+
+def _ssh_hint(exc: RemoteError) -> str:
+    kind = type(exc).__name__
+    return {
+        "HostKeyError": "add the host key to known_hosts (ssh-keyscan, checked by hand)",
+        "AuthenticationError": "check identity_file / your ssh-agent, or open a ControlMaster",
+        "ConnectError": "check host, port and proxy_jump; is the cluster reachable?",
+        "RemoteTimeout": "the host did not answer in time; check the network or raise the timeout",
+    }.get(kind, "")
+
+
+def _existing(
+    cluster: str, bundle: ClusterBundle, record: dict[str, object] | None
+) -> list[Submission]:
+    """A submit that found the run already there reports that run's jobs, never a second."""
+    chains = record.get("chains") if record else None
+    if not isinstance(chains, list):
+        return [
+            Submission(
+                cluster,
+                c.benchmark,
+                None,
+                c.remote_dir,
+                "run already exists here but its record is incomplete (submit in progress?)",
+                existing=True,
+            )
+            for c in bundle.chains
+        ]
+    out = []
+    for c in chains:
+        if isinstance(c, dict):
+            job = c.get("first_job_id")
+            err = c.get("error")
+            out.append(
+                Submission(
+                    cluster,
+                    str(c.get("benchmark")),
+                    str(job) if job else None,
+                    str(c.get("remote_dir")),
+                    str(err) if err else None,
+                    existing=True,
+                )
+            )
+    return out

@@ -1,0 +1,38 @@
+# The single remote exec of `cancel` (see actions.py). Not standalone: actions.py prepends the
+# RC_* variables. Order matters: the marker first (every later prologue honours it), then
+# pending jobs (so none of them can start when a running link dies), then running ones, and
+# the queue is re-read until nothing of the chain is left (bounded).
+[[ -d $RC_RUN_DIR ]] || { printf 'NORUN\n'; printf 'DONE\n'; exit 0; }
+names=() benches=()
+if (( ${#RC_BENCHES[@]} == 0 )); then  # no benchmark named: every chain of the run
+  for job in "$RC_RUN_DIR"/*/job.sh; do [[ -e $job ]] && RC_BENCHES+=("$(basename "$(dirname "$job")")"); done
+  printf 'BENCHES\t%s\n' "${RC_BENCHES[*]}"
+fi
+for bench in "${RC_BENCHES[@]}"; do
+  b="$RC_RUN_DIR/$bench"
+  if [[ ! -d $b ]]; then printf 'NOBENCH\t%s\n' "$bench"; continue; fi
+  if ! : > "$b/__CANCEL__"; then printf 'NOMARK\t%s\n' "$bench"; fi
+  benches+=("$bench"); names+=("$RC_RUN_ID:$bench")
+done
+(( ${#names[@]} )) || { printf 'DONE\n'; exit 0; }
+namelist=$(IFS=,; echo "${names[*]}")
+for (( round = 0; round < __ROUNDS__; round++ )); do
+  q=$(squeue --noheader --format='%i|%T|%j' --name="$namelist" 2>&1) || { printf 'SQUEUE_FAILED\t%s\n' "$(printf '%s' "$q" | base64 | tr -d '\n')"; sleep 1; continue; }
+  pending=() running=()
+  while IFS='|' read -r id state name; do
+    [[ $id =~ ^[0-9_+]+$ ]] || continue
+    printf 'SEEN\t%s\t%s\t%s\n' "${name#"$RC_RUN_ID":}" "$id" "$state"
+    case $state in
+      PENDING|REQUEUED|REQUEUE_HOLD|REQUEUE_FED|SUSPENDED) pending+=("$id") ;;
+      COMPLETED|CANCELLED|FAILED|TIMEOUT|PREEMPTED|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) ;;
+      *) running+=("$id") ;;
+    esac
+  done <<< "$q"
+  (( ${#pending[@]} + ${#running[@]} )) || { printf 'DONE\n'; exit 0; }
+  if (( ${#pending[@]} )); then scancel "${pending[@]}" 2>/dev/null; fi
+  if (( ${#running[@]} )); then scancel "${running[@]}" 2>/dev/null; fi
+  for id in "${pending[@]}" "${running[@]}"; do printf 'SCANCEL\t%s\n' "$id"; done
+  sleep 1
+done
+printf 'LEFT\n'
+printf 'DONE\n'

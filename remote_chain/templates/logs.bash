@@ -1,0 +1,18 @@
+# The single remote exec of `logs` (see actions.py): which job's log, then its bytes from an
+# offset (so --follow re-reads only what is new).
+b="$RC_RUN_DIR/$RC_BENCH"
+[[ -d $b ]] || { printf 'NOBENCH\n'; exit 0; }
+job=$RC_JOB
+if [[ -z $job && -r $b/__CHAIN__ ]]; then job=$(tail -n 1 "$b/__CHAIN__"); fi
+if [[ -z $job && -r $b/__FIRST__ ]]; then job=$(head -n 1 "$b/__FIRST__"); fi
+[[ $job =~ ^[0-9_+]+$ ]] || { printf 'NOJOB\n'; exit 0; }
+log="$b/logs/$job.log"
+live=0
+if [[ $RC_EXECUTOR == slurm ]]; then
+  [[ -n $(squeue --noheader --format=%i --jobs "$job" 2>/dev/null) ]] && live=1
+else
+  kill -0 "$job" 2>/dev/null && live=1
+fi
+size=$(stat -c %s -- "$log" 2>/dev/null || echo 0)
+printf 'LOG\t%s\t%s\t%s\n' "$job" "$live" "$size"
+if [[ -r $log ]] && (( size > RC_OFFSET )); then tail -c "+$((RC_OFFSET + 1))" -- "$log" | head -c "$RC_MAX"; fi
