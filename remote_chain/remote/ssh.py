@@ -1,0 +1,246 @@
+"""The asyncssh transport: the only module in remote-chain that imports asyncssh.
+
+One connection per cluster per invocation, reused by every ``run``; a capacity limiter keeps
+concurrent channels under the server's ``MaxSessions``. Every asyncssh (and socket) exception
+is translated to a ``remote_chain.errors`` class in ``_translate``, the one place that knows
+asyncssh's exception types.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import anyio
+import asyncssh
+import structlog
+
+from remote_chain.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConnectError,
+    HostKeyError,
+    RemoteChainError,
+    RemoteError,
+    RemoteTimeout,
+)
+from remote_chain.remote import ClosingContext, CommandResult, result_from_output
+from remote_chain.remote.endpoint import Endpoint
+from remote_chain.remote.markers import REMOTE_COMMAND, wrap
+
+_log = structlog.get_logger()
+
+# asyncssh logs every connection and channel at INFO. Quiet by default; the CLI routes it
+# through structlog and may lower this with -v. A level set before this import is kept.
+if logging.getLogger("asyncssh").level == logging.NOTSET:
+    logging.getLogger("asyncssh").setLevel(logging.WARNING)
+
+# Even under the channel cap, a server may refuse a channel while it is still tearing down
+# one we closed (OpenSSH counts it until the close is fully processed): retry briefly.
+CHANNEL_OPEN_TRIES = 3
+CHANNEL_OPEN_PAUSE = 0.2
+CLOSE_TIMEOUT = 5.0
+_SSH_CONFIG = "~/.ssh/config"
+
+_Doing = Literal["connect", "command"]
+
+
+def _translate(
+    exc: Exception, endpoint: Endpoint, doing: _Doing, timeout: float
+) -> RemoteChainError:
+    """Map an asyncssh or socket exception to ours; the only place that knows their types."""
+    name, where = endpoint.name, _where(endpoint)
+    if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        return HostKeyError(
+            f"host key of {where} not verified against {_known_hosts_path(endpoint)}: "
+            f"{exc.reason}. Host keys are always checked; if the key is new or changed "
+            "on purpose, connect once with `ssh` to record it.",
+            host=name,
+        )
+    if isinstance(exc, asyncssh.PermissionDenied):
+        return AuthenticationError(
+            f"{where} refused our keys ({exc.reason}); "
+            f"tried {endpoint.identity_file or 'ssh-agent, ssh config and default keys'}",
+            host=name,
+        )
+    if isinstance(exc, asyncssh.KeyImportError | asyncssh.KeyEncryptionError):
+        return AuthenticationError(
+            f"cannot use identity file {endpoint.identity_file}: {exc}. "
+            "An encrypted key must be loaded into ssh-agent; remote-chain never prompts.",
+            host=name,
+        )
+    if isinstance(exc, asyncssh.ConfigParseError):
+        return ConfigError(str(exc), source=_SSH_CONFIG)
+    if isinstance(exc, asyncssh.ChannelOpenError):
+        return ConnectError(
+            f"{where} refused to open a channel ({exc.reason}); if this repeats under load, "
+            f"its MaxSessions may be below max_channels={endpoint.max_channels}",
+            host=name,
+        )
+    if isinstance(exc, asyncssh.DisconnectError):
+        return ConnectError(f"connection to {where} lost: {exc.reason}", host=name)
+    if isinstance(exc, TimeoutError):  # before OSError: TimeoutError is an OSError
+        return RemoteTimeout(f"{doing} on {where} took longer than {timeout:g} s", host=name)
+    if isinstance(exc, OSError):
+        return ConnectError(f"cannot connect to {where}: {exc.strerror or exc}", host=name)
+    if isinstance(exc, asyncssh.Error):
+        return RemoteError(f"ssh error with {where}: {exc.reason}", host=name)
+    return RemoteError(f"ssh error with {where}: {exc!r}", host=name)
+
+
+@contextlib.contextmanager
+def _translated(endpoint: Endpoint, doing: _Doing, timeout: float) -> Iterator[None]:
+    try:
+        yield
+    except (
+        asyncssh.Error,
+        asyncssh.KeyImportError,
+        asyncssh.KeyEncryptionError,
+        asyncssh.ConfigParseError,
+        OSError,  # includes TimeoutError, raised by anyio.fail_after and connect_timeout
+    ) as exc:
+        raise _translate(exc, endpoint, doing, timeout) from exc
+
+
+def _where(endpoint: Endpoint) -> str:
+    return endpoint.host if endpoint.port is None else f"{endpoint.host}:{endpoint.port}"
+
+
+def _known_hosts_path(endpoint: Endpoint) -> Path:
+    return (endpoint.known_hosts or Path("~/.ssh/known_hosts")).expanduser()
+
+
+def _existing_known_hosts(endpoint: Endpoint) -> Path:
+    """The known_hosts file to verify against; asyncssh is never given ``None`` (no check)."""
+    path = _known_hosts_path(endpoint)
+    if not path.is_file():
+        # Checked here because asyncssh would report a missing file as an OSError, which
+        # would read as a reachability problem and be retried.
+        raise HostKeyError(
+            f"known_hosts file {path} does not exist; host keys are always verified: "
+            f"connect to {_where(endpoint)} once with `ssh` to record its key",
+            host=endpoint.name,
+        )
+    return path
+
+
+async def _connect(endpoint: Endpoint) -> asyncssh.SSHClientConnection:
+    """Connect and authenticate, verifying the host key; never prompts."""
+    known_hosts = _existing_known_hosts(endpoint)
+    identity = endpoint.identity_file
+    started = time.monotonic()
+    with _translated(endpoint, "connect", endpoint.connect_timeout):
+        # `()` is asyncssh's "not given": ~/.ssh/config (which asyncssh reads by default, so
+        # aliases, User, Port, IdentityFile and ProxyJump work), then asyncssh's defaults.
+        connection = await asyncssh.connect(
+            endpoint.host,
+            port=endpoint.port if endpoint.port is not None else (),
+            username=endpoint.user if endpoint.user is not None else (),
+            client_keys=[str(identity.expanduser())] if identity is not None else (),
+            known_hosts=str(known_hosts),
+            tunnel=endpoint.proxy_jump if endpoint.proxy_jump is not None else (),
+            keepalive_interval=endpoint.keepalive_interval,
+            connect_timeout=endpoint.connect_timeout,
+            # Keys only (agent, identity file, ssh config): a password or MFA prompt would
+            # hang a CI job; MFA sites use the openssh transport instead.
+            password_auth=False,
+            kbdint_auth=False,
+        )
+    seconds = round(time.monotonic() - started, 3)
+    _log.debug("ssh_connected", cluster=endpoint.name, host=endpoint.host, seconds=seconds)
+    return connection
+
+
+class SshRemote(ClosingContext):
+    """A ``Remote`` over one asyncssh connection; create it with ``await SshRemote.open()``."""
+
+    def __init__(self, endpoint: Endpoint, connection: asyncssh.SSHClientConnection) -> None:
+        self._endpoint = endpoint
+        self._connection = connection
+        self._limiter = anyio.CapacityLimiter(endpoint.max_channels)
+        self._reconnect_lock = anyio.Lock()
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self._endpoint.name
+
+    @classmethod
+    async def open(cls, endpoint: Endpoint) -> SshRemote:
+        """Connect and authenticate, verifying the host key; never prompts."""
+        return cls(endpoint, await _connect(endpoint))
+
+    async def run(self, script: str, *, timeout: float | None = None) -> CommandResult:
+        """Run ``script`` in a remote login shell; a non-zero exit is in the result."""
+        wrapped, nonce = wrap(script)
+        limit = self._endpoint.command_timeout if timeout is None else timeout
+        async with self._limiter:
+            started = time.monotonic()
+            # The timeout starts once a channel slot is ours: waiting for a slot is bounded
+            # by the other commands' own timeouts.
+            with _translated(self._endpoint, "command", limit), anyio.fail_after(limit):
+                completed = await self._run_wrapped(wrapped)
+        stdout = _text(completed.stdout)
+        stderr = _text(completed.stderr)
+        result = result_from_output(
+            name=self.name,
+            nonce=nonce,
+            stdout=stdout,
+            stderr=stderr,
+            exit_status=completed.exit_status,
+            lost=completed.exit_status is None,
+        )
+        _log.debug(
+            "ssh_command",
+            cluster=self.name,
+            seconds=round(time.monotonic() - started, 3),
+            bytes=len(stdout.encode()) + len(stderr.encode()),
+            exit_status=result.exit_status,
+        )
+        return result
+
+    async def _run_wrapped(self, wrapped: str) -> asyncssh.SSHCompletedProcess:
+        for _ in range(CHANNEL_OPEN_TRIES - 1):
+            with contextlib.suppress(asyncssh.ChannelOpenError):
+                return await self._run_once(wrapped)
+            await anyio.sleep(CHANNEL_OPEN_PAUSE)
+        return await self._run_once(wrapped)
+
+    async def _run_once(self, wrapped: str) -> asyncssh.SSHCompletedProcess:
+        connection = await self._live_connection()
+        # No pty: the script's stdout and stderr stay apart and no \r\n translation.
+        return await connection.run(
+            REMOTE_COMMAND, input=wrapped, check=False, encoding="utf-8", errors="replace"
+        )
+
+    async def _live_connection(self) -> asyncssh.SSHClientConnection:
+        """The connection, opened again if it died (network blip, keepalive, server restart).
+
+        ``wait`` polls for hours: without this, one lost connection would fail every later
+        command, since every retry would reuse the dead connection. A command that was
+        running when the connection died is never re-run here; its caller gets ConnectError.
+        """
+        async with self._reconnect_lock:
+            if self._closed:
+                raise RemoteError("used after aclose()", host=self.name)
+            if self._connection.is_closed():
+                _log.info("ssh_reconnecting", cluster=self.name, host=self._endpoint.host)
+                self._connection = await _connect(self._endpoint)
+        return self._connection
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._connection.close()
+        with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+            await self._connection.wait_closed()
+
+
+def _text(output: str | bytes | None) -> str:
+    # run() was given an encoding, so asyncssh returns str; None when nothing was read.
+    if output is None:
+        return ""
+    return output if isinstance(output, str) else output.decode("utf-8", "replace")

@@ -1,0 +1,154 @@
+"""The marker protocol: wrapped scripts run by a real local bash, login noise and all."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remote_chain.remote.markers import (
+    BEGIN_MARKER,
+    END_MARKER,
+    REMOTE_COMMAND,
+    MarkerError,
+    split_stderr,
+    unwrap,
+    wrap,
+)
+
+# Any text a remote could print, minus NUL (bash strings cannot hold it) and lone
+# surrogates (not encodable, so no remote can send them).
+_TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"))
+# Text salted with marker-looking fragments that lack the right nonce.
+_TRICKY = st.lists(
+    st.one_of(
+        _TEXT,
+        st.sampled_from(
+            [
+                BEGIN_MARKER,
+                END_MARKER,
+                f"\n{BEGIN_MARKER}\n",
+                f"\n{END_MARKER} 0\n",
+                f"\n{BEGIN_MARKER}{'0' * 32}\n",
+                f"\n{END_MARKER}{'0' * 32} 7\n",
+                "\n",
+            ]
+        ),
+    ),
+    max_size=6,
+).map("".join)
+
+
+def run_bash(stdin: str, *, noise: str = "", noise_err: str = "") -> tuple[str, str]:
+    """Feed ``stdin`` to ``bash -s`` after commands that print login noise; (stdout, stderr).
+
+    Bytes, decoded as the transports do: text mode would turn ``\r`` into ``\n``.
+    """
+    preamble = f"printf '%s' {shlex.quote(noise)}\nprintf '%s' {shlex.quote(noise_err)} >&2\n"
+    argv = ["bash", "--norc", "--noprofile", "-s"]
+    done = subprocess.run(argv, input=(preamble + stdin).encode(), capture_output=True, check=False)
+    return done.stdout.decode(), done.stderr.decode()
+
+
+def test_remote_command_reads_the_script_from_stdin() -> None:
+    """The remote command line is fixed and carries no script, whatever the login shell."""
+    assert REMOTE_COMMAND == "bash -l -s"
+
+
+@settings(max_examples=100, deadline=None)
+@given(payload=_TRICKY, noise=_TRICKY, noise_err=_TRICKY, status=st.integers(0, 255))
+def test_any_payload_and_noise_round_trip_through_bash(
+    payload: str, noise: str, noise_err: str, status: int
+) -> None:
+    """Whatever the login shell and the script print, unwrap returns exactly the script's part."""
+    script = (
+        f"printf '%s' {shlex.quote(payload)}\nprintf '%s' {shlex.quote(payload)} >&2\nexit {status}"
+    )
+    wrapped, nonce = wrap(script)
+    stdout, stderr = run_bash(wrapped, noise=noise, noise_err=noise_err)
+    assert unwrap(stdout, nonce) == (payload, status, noise)
+    assert split_stderr(stderr, nonce) == (payload, noise_err)
+
+
+@given(payload=_TRICKY, noise=_TRICKY, after=_TRICKY, status=st.integers(0, 255))
+def test_unwrap_ignores_text_after_the_end_marker(
+    payload: str, noise: str, after: str, status: int
+) -> None:
+    """Output after the end marker (``.bash_logout``) is not part of the payload."""
+    nonce = "f" * 32
+    stdout = f"{noise}\n{BEGIN_MARKER}{nonce}\n{payload}\n{END_MARKER}{nonce} {status}\n{after}"
+    assert unwrap(stdout, nonce) == (payload, status, noise)
+
+
+@pytest.mark.parametrize(
+    ("script", "stdout", "status"),
+    [
+        ("echo hi", "hi\n", 0),
+        ("", "", 0),
+        ("# only a comment", "", 0),
+        ("exit 3", "", 3),
+        ("echo partial; exit 4", "partial\n", 4),
+        ("set -e\nfalse\necho unreachable", "", 1),
+        ("trap 'echo bye' EXIT\necho hi", "hi\nbye\n", 0),
+        ("cat\necho after-cat", "after-cat\n", 0),
+        ("kill -TERM $BASHPID", "", 143),
+        ("printf 'no newline'", "no newline", 0),
+        ("cat <<'EOF'\n}\n)\nEOF", "}\n)\n", 0),
+        ("echo 'with {braces} and %s'", "with {braces} and %s\n", 0),
+    ],
+)
+def test_script_semantics_survive_the_wrapping(script: str, stdout: str, status: int) -> None:
+    """exit, set -e, traps, signals, stdin readers and odd text still yield an end marker."""
+    wrapped, nonce = wrap(script)
+    assert unwrap(run_bash(wrapped)[0], nonce)[:2] == (stdout, status)
+
+
+def test_each_wrap_gets_a_fresh_nonce() -> None:
+    """Two wraps of one script differ, so a stale output can never match a new nonce."""
+    (first, nonce1), (second, nonce2) = wrap("true"), wrap("true")
+    assert nonce1 != nonce2
+    assert first != second
+    assert nonce1 in first
+
+
+def test_a_script_cut_anywhere_before_its_last_line_runs_nothing(tmp_path: Path) -> None:
+    """A truncated upload is a syntax error, so not one command of the script runs."""
+    witness = tmp_path / "ran"
+    wrapped, nonce = wrap(f"echo started\ntouch {shlex.quote(str(witness))}\necho finished")
+    # Only the whole script, or the whole script but its final newline, contains the call.
+    call_complete = len(wrapped) - len("\n")
+    for cut in range(call_complete):
+        stdout, _ = run_bash(wrapped[:cut])
+        assert not witness.exists(), f"cut at {cut} ran the script: {wrapped[:cut]!r}"
+        assert "started" not in stdout
+        with pytest.raises(MarkerError):
+            unwrap(stdout, nonce)
+    stdout, _ = run_bash(wrapped[:call_complete])
+    assert witness.exists()
+    assert unwrap(stdout, nonce) == ("started\nfinished\n", 0, "")
+
+
+@pytest.mark.parametrize(
+    ("stdout", "message"),
+    [
+        ("", "never started"),
+        ("Welcome!\nbash: command not found\n", "never started"),
+        (f"\n{BEGIN_MARKER}{'a' * 32}\nhalf of the out", "ended before its end marker"),
+        (f"\n{BEGIN_MARKER}{'a' * 32}\nout\n{END_MARKER}{'b' * 32} 0\n", "ended before"),
+        (f"\n{BEGIN_MARKER}{'a' * 32}\nout\n{END_MARKER}{'a' * 32} x\n", "ended before"),
+        (f"\n{BEGIN_MARKER}{'b' * 32}\nout\n{END_MARKER}{'a' * 32} 0\n", "never started"),
+    ],
+)
+def test_missing_or_foreign_markers_raise(stdout: str, message: str) -> None:
+    """Output without this nonce's markers is an error that says which marker is missing."""
+    with pytest.raises(MarkerError, match=message):
+        unwrap(stdout, "a" * 32)
+
+
+def test_split_stderr_without_a_marker_keeps_everything_as_stderr() -> None:
+    """When the script never started, stderr holds the reason, so none of it is called noise."""
+    assert split_stderr("bash: not found\n", "a" * 32) == ("bash: not found\n", "")
