@@ -10,8 +10,8 @@ from typing import Literal, NewType
 # A Slurm job id stays a string: array tasks are "123_4", het jobs "123+0".
 JobId = NewType("JobId", str)
 
-JOB_ID_RE = re.compile(r"^[0-9]+(?:[_+][0-9]+)?$")
-NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
+JOB_ID_RE = re.compile(r"^[0-9]+(?:[_+][0-9]+)?\Z")
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]+\Z")
 
 
 class SlurmState(enum.StrEnum):

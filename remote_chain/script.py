@@ -214,11 +214,8 @@ def _runner_lines(spec: JobSpec) -> list[str]:
             "# shellcheck source=/dev/null",
             f"if [[ -r {SECRETS_FILE} ]]; then set -a; . ./{SECRETS_FILE}; set +a; fi",
         ]
-    if spec.command is not None:
-        run = f"bash -c {_q(spec.command)}"
-    else:
-        run = " ".join(_q(a) for a in spec.argv)
-    return [*env, "rc_runner() {", f"  {run}", "}"]
+    argv = ("bash", "-c", spec.command) if spec.command is not None else spec.argv
+    return [*env, "RC_RUNNER=(" + " ".join(_q(a) for a in argv) + ")"]
 
 
 def render_prologue() -> str:

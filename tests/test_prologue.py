@@ -64,8 +64,16 @@ class Case:
     first: bool = False  # no $1
 
 
+RUNNER = ("sh", "-c", 'touch runner_started; exit "$RUNNER_RC"')
+
+
 def run_prologue(
-    tmp: Path, case: Case, *, runner_rc: int = 0, sbatch_rc: int = 0
+    tmp: Path,
+    case: Case,
+    *,
+    runner_rc: int = 0,
+    sbatch_rc: int = 0,
+    argv: tuple[str, ...] = RUNNER,
 ) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     bench, stubs = tmp / "bench", tmp / "stubs"
     bench.mkdir()
@@ -90,7 +98,7 @@ def run_prologue(
         cluster="c1",
         benchmark="b",
         remote_dir=str(bench),
-        argv=("sh", "-c", 'touch runner_started; exit "$RUNNER_RC"'),
+        argv=argv,
         policy=case.policy,
         slurm=SlurmDirectives(time_s=3600),
         lookup_timeout_s=0,
@@ -331,3 +339,16 @@ def test_rendered_script_is_shellcheck_clean(tmp_path: Path) -> None:
     path.write_text(render_job_script(spec))
     proc = subprocess.run(["shellcheck", "-x", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout
+
+
+def test_walltime_cap_is_enforced_to_the_second(tmp_path: Path) -> None:
+    """A runner still going when the budget runs out is stopped; the chain stops (exit 0)."""
+    case = Case("TIMEOUT", elapsed=97, walltime=0, policy=ResumePolicy(max_walltime_s=100))
+    argv = ("sh", "-c", "touch runner_started; sleep 30")
+    proc, bench, stubs = run_prologue(tmp_path, case, argv=argv)
+    assert proc.returncode == 0, proc.stderr
+    assert (bench / "runner_started").exists()
+    events = (bench / EVENTS_FILE).read_text().splitlines()
+    assert events[-1].split()[2:4] == ["decided", "stop_walltime"]
+    assert int((bench / WALLTIME_FILE).read_text()) >= 100
+    assert "scancel 43" in (stubs / "calls").read_text().splitlines()

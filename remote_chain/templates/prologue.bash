@@ -118,6 +118,18 @@ rc_clip_time_limit() {
   fi
 }
 
+# Done (or stopped): cancel our own pending successor now rather than trust
+# --kill-on-invalid-dep, which some sites disable.
+rc_cancel_own_successor() {
+  local succ
+  (( RC_RESUMABLE )) && [[ $RC_EXECUTOR == slurm ]] || return 0
+  succ=$(awk -v j="$RC_JOB_ID" '$2 == j && $3 == "successor" {s = $4} END {print s}' __EVENTS__)
+  if [[ -n $succ ]]; then
+    rc_event "successor_cancelled $succ"
+    scancel "$succ" 2>/dev/null || true
+  fi
+}
+
 rc_main() {
   local pred=${1:-} action outcome="" counts_retry=0 checks_walltime=0
   mkdir -p logs artifacts
@@ -202,19 +214,27 @@ rc_main() {
   export REMOTE_CHAIN_ATTEMPT=${#RC_CHAIN[@]}
   if (( ${#RC_CHAIN[@]} > 1 )); then export REMOTE_CHAIN_RESUME=1; else export REMOTE_CHAIN_RESUME=0; fi
   rc_event "runner_start"
-  local status=0
-  rc_runner || status=$?
+  local status=0 budget="" started=$SECONDS
+  if (( RC_RESUMABLE )) && [[ -n $RC_MAX_WALLTIME ]]; then
+    budget=$(( RC_MAX_WALLTIME - walltime - SECONDS )); (( budget > 0 )) || budget=1
+  fi
+  if [[ -n $budget ]]; then
+    # The cap is enforced to the second by us; Slurm's limit (minutes, checked every ~30 s)
+    # is only the backstop lowered above.
+    timeout --signal=TERM --kill-after=15 "$budget" "${RC_RUNNER[@]}" || status=$?
+  else
+    "${RC_RUNNER[@]}" || status=$?
+  fi
   rc_event "runner_exit $status"
   rc_log "runner exited with status $status"
-  if (( status == 0 )) && (( RC_RESUMABLE )) && [[ $RC_EXECUTOR == slurm ]]; then
-    # Done: cancel our own pending successor now rather than trust --kill-on-invalid-dep,
-    # which some sites disable.
-    local succ
-    succ=$(awk -v j="$RC_JOB_ID" '$2 == j && $3 == "successor" {s = $4} END {print s}' __EVENTS__)
-    if [[ -n $succ ]]; then
-      rc_event "successor_cancelled $succ"
-      scancel "$succ" 2>/dev/null || true
-    fi
+  if [[ -n $budget ]] && (( status == 124 && SECONDS - started >= budget )); then
+    walltime=$(( walltime + SECONDS ))
+    rc_write __WALLTIME__ "$walltime"
+    rc_log "max_walltime reached while running (${walltime}s >= ${RC_MAX_WALLTIME}s): the chain stops"
+    rc_event "decided __STOP_WALLTIME__ budget ${pred:-none} $walltime $retries"
+    rc_cancel_own_successor
+    exit 0
   fi
+  if (( status == 0 )); then rc_cancel_own_successor; fi
   exit "$status"
 }
