@@ -36,7 +36,7 @@ rc_submit_one() {
       'export RC_SHELL_JOB_ID=$$; exec >"logs/$$.log" 2>&1; bash ./job.sh; echo $? > .remote_chain_exit' \
       </dev/null >/dev/null 2>&1 & echo $!)
   else
-    out=$(sbatch --parsable "$bench/job.sh" 2>&1)
+    out=$(sbatch --parsable "$RC_RUN_DIR/$bench/job.sh" 2>&1)
   fi
   id=$(printf '%s\n' "$out" | grep -E '^[0-9]+(;.*)?$' | tail -n 1); id=${id%%;*}
   if [[ -n $id ]]; then

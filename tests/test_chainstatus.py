@@ -1,0 +1,188 @@
+"""A chain's state from its files, sacct and squeue: one case per way a chain can be."""
+
+from __future__ import annotations
+
+import pytest
+
+from remote_chain.chainstatus import ChainStateName, derive, parse_events
+from remote_chain.models import JobId, SacctRecord, SlurmState
+from remote_chain.snapshot import ChainFiles, FileRead, Snapshot
+
+S = SlurmState
+NAME = "rc-1:gpqa"
+
+
+def files(
+    chain: str = "",
+    events: str = "",
+    *,
+    first: str = "10",
+    walltime: str = "0",
+    retries: str = "0",
+    marker: bool = False,
+) -> ChainFiles:
+    reads = {
+        "chain": FileRead("ok", chain) if chain else FileRead("missing"),
+        "events": FileRead("ok", events) if events else FileRead("missing"),
+        "first": FileRead("ok", first + "\n"),
+        "walltime": FileRead("ok", walltime + "\n"),
+        "retries": FileRead("ok", retries + "\n"),
+    }
+    return ChainFiles("rc-1", "gpqa", "/w/rc-1/c/gpqa", reads, marker)
+
+
+def snap(
+    sacct: dict[str, tuple[SlurmState, int | None]] | None = None,
+    squeue: dict[str, SlurmState] | None = None,
+    *,
+    sacct_ok: bool = True,
+    reason: str = "None",
+) -> Snapshot:
+    return Snapshot(
+        runs=(),
+        sacct={
+            JobId(j): SacctRecord(JobId(j), s, by, elapsed_s=60, reason=reason)
+            for j, (s, by) in (sacct or {}).items()
+        },
+        sacct_ok=sacct_ok,
+        squeue={JobId(j): (s, "None", NAME) for j, s in (squeue or {}).items()},
+    )
+
+
+def ev(*lines: str) -> str:
+    return "".join(f"{1000 + i} {line}\n" for i, line in enumerate(lines))
+
+
+RAN_TIMEOUT = ev("10 decided start none none 0 0", "10 successor 11", "10 runner_start")
+
+CASES = [
+    pytest.param(files(), snap({}, {"10": S.PENDING}), ChainStateName.PENDING, id="first-queued"),
+    pytest.param(
+        files("10\n", ev("10 decided start none none 0 0", "10 successor 11")),
+        snap({"10": (S.RUNNING, None)}, {"10": S.RUNNING, "11": S.PENDING}),
+        ChainStateName.RUNNING,
+        id="running-with-successor-waiting",
+    ),
+    pytest.param(
+        files("10\n", RAN_TIMEOUT + ev("10 runner_exit 0", "10 successor_cancelled 11")),
+        snap({"10": (S.COMPLETED, None), "11": (S.CANCELLED, 1001)}),
+        ChainStateName.COMPLETED,
+        id="completed-own-successor-cancelled",
+    ),
+    pytest.param(
+        files("10\n", RAN_TIMEOUT),
+        snap({"10": (S.TIMEOUT, None)}, {"11": S.PENDING}),
+        ChainStateName.PENDING,
+        id="timeout-successor-queued",
+    ),
+    pytest.param(
+        files("10\n11\n", RAN_TIMEOUT + ev("11 decided stop_walltime 10 TIMEOUT 7200 0")),
+        snap({"10": (S.TIMEOUT, None), "11": (S.COMPLETED, None)}),
+        ChainStateName.STOPPED,
+        id="walltime-stopped",
+    ),
+    pytest.param(
+        files("10\n11\n", RAN_TIMEOUT + ev("11 decided exit_error 10 FAILED 60 4")),
+        snap({"10": (S.FAILED, None), "11": (S.FAILED, None)}),
+        ChainStateName.FAILED,
+        id="retries-exhausted",
+    ),
+    pytest.param(
+        files("10\n11\n", RAN_TIMEOUT + ev("11 decided stop_cancelled 10 CANCELLED 60 0")),
+        snap({"10": (S.CANCELLED, 1001), "11": (S.COMPLETED, None)}),
+        ChainStateName.CANCELLED,
+        id="cancelled-by-user-seen-by-successor",
+    ),
+    pytest.param(
+        files("10\n", RAN_TIMEOUT, marker=True),
+        snap({"10": (S.CANCELLED, 1001), "11": (S.CANCELLED, 1001)}),
+        ChainStateName.CANCELLED,
+        id="cancelled-by-remote-chain",
+    ),
+    pytest.param(
+        files("10\n", RAN_TIMEOUT),
+        snap({"10": (S.TIMEOUT, None), "11": (S.CANCELLED, 1001)}),
+        ChainStateName.CANCELLED,
+        id="waiting-successor-cancelled-by-hand",
+    ),
+    pytest.param(
+        files("10\n", RAN_TIMEOUT),
+        snap({"10": (S.TIMEOUT, None), "11": (S.NODE_FAIL, None)}),
+        ChainStateName.FAILED,
+        id="successor-died-before-prologue-broke",
+    ),
+    pytest.param(
+        files("10\n", ev("10 decided start none none 0 0", "10 successor_failed bad partition")),
+        snap({"10": (S.TIMEOUT, None)}),
+        ChainStateName.FAILED,
+        id="no-successor-could-be-queued",
+    ),
+    pytest.param(
+        files("10\n", RAN_TIMEOUT), snap(sacct_ok=False), ChainStateName.UNKNOWN, id="acct-down"
+    ),
+    pytest.param(files(), snap({}), ChainStateName.UNKNOWN, id="just-submitted-not-visible"),
+    pytest.param(
+        files("10\n", RAN_TIMEOUT),
+        snap({"10": (S.RUNNING, None)}),
+        ChainStateName.UNKNOWN,
+        id="stale-running-not-in-queue",
+    ),
+    pytest.param(
+        files(walltime="12x"),
+        snap({"10": (S.FAILED, None)}),
+        ChainStateName.FAILED,
+        id="corrupt-walltime",
+    ),
+]
+
+
+@pytest.mark.parametrize(("chain_files", "snapshot", "state"), CASES)
+def test_derive(chain_files: ChainFiles, snapshot: Snapshot, state: ChainStateName) -> None:
+    """Each situation maps to one state; missing evidence is unknown, never done."""
+    assert derive("c", chain_files, snapshot).state is state
+
+
+def test_jobs_list_the_whole_chain_in_order() -> None:
+    """The job ids of the whole chain come back, successors included, oldest first."""
+    st = derive(
+        "c",
+        files("10\n11\n", RAN_TIMEOUT + ev("11 decided resume 10 TIMEOUT 60 0", "11 successor 12")),
+        snap(
+            {"10": (S.TIMEOUT, None), "11": (S.RUNNING, None)}, {"11": S.RUNNING, "12": S.PENDING}
+        ),
+    )
+    assert [(j.job_id, j.state) for j in st.jobs] == [
+        ("10", "TIMEOUT"),
+        ("11", "RUNNING"),
+        ("12", "PENDING"),
+    ]
+    assert st.to_json()["jobs"] == [j.to_json() for j in st.jobs]
+
+
+def test_corrupt_file_is_named_in_the_error() -> None:
+    """Status reports which file is corrupt and how."""
+    st = derive("c", files(chain="10\n1x\n", walltime="abc"), snap({"10": (S.FAILED, None)}))
+    assert st.error is not None
+    assert ".gym_job_chain: bad line '1x'" in st.error
+    assert ".gym_accumulated_walltime: not a whole number" in st.error
+    assert st.accumulated_walltime_s is None
+
+
+def test_successor_failure_is_a_warning() -> None:
+    """A failed successor submission is visible to status as a warning."""
+    st = derive(
+        "c",
+        files("10\n", ev("10 decided start none none 0 0", "10 successor_failed no partition")),
+        snap({"10": (S.RUNNING, None)}, {"10": S.RUNNING}),
+    )
+    assert st.state is ChainStateName.RUNNING
+    assert st.warnings == ("job 10: could not queue a successor: no partition",)
+
+
+def test_parse_events_skips_garbage() -> None:
+    """Torn or foreign lines in the events file are skipped."""
+    events = parse_events("1 10 decided start none\ngarbage\n2 10 runner_exit 0\n3 10")
+    assert [(e.job_id, e.kind, e.args) for e in events] == [
+        ("10", "decided", ("start", "none")),
+        ("10", "runner_exit", ("0",)),
+    ]
