@@ -47,7 +47,21 @@ if TYPE_CHECKING:
     )
     from remote_chain.settings import Settings
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [
+    "CancelResult",
+    "ChainStateName",
+    "ChainStatus",
+    "ConfigError",
+    "Orchestrator",
+    "RemoteChainError",
+    "RemoteError",
+    "ResumeResult",
+    "Settings",
+    "StatusResult",
+    "SubmitResult",
+    "WaitTimeout",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:
