@@ -451,13 +451,13 @@ def _status_watch(
     else:
         from rich.live import Live  # noqa: PLC0415 - start-up time
 
-        with Live(views.status_view([]), console=stdout_console(), auto_refresh=False) as live:
+        reading = f"reading {run_id} ..."
+        with Live(reading, console=stdout_console(), auto_refresh=False) as live:
 
-            def redraw(polled: StatusResult) -> None:
+            def redraw(polled: StatusResult) -> None:  # wait calls it with the final state too
                 live.update(views.status_table(_only(polled, (), benches)), refresh=True)
 
             result = inv.run(lambda rc: rc.wait(run_id, clusters=clusters, on_poll=redraw))
-            redraw(result)
     result = _only(result, (), benches)
     if inv.json_output:
         write_json(result.to_json())
