@@ -135,7 +135,7 @@ def test_example_config_and_profile_load_together() -> None:
     assert config.driver.runner == "python3 ../files/rollouts.py"
     assert config.driver.upload == ((REPO / "examples" / "rollouts.py").resolve(),)
     assert demo.resume is not None
-    assert demo.run == {"items": 30, "sleep": 2}
+    assert demo.run == {"items": 45, "sleep": 2}
     assert effective_slurm(profile, demo).time == 60
     assert config.driver.benchmarks["smoke"].command == "echo hello"
     assert profile.host == "eos"
