@@ -428,7 +428,7 @@ def _only(result: StatusResult, clusters: Sequence[str], benches: Sequence[str])
 
 def _status_recent(inv: Invocation, clusters: Sequence[str], benches: Sequence[str]) -> int:
     with inv.progress("reading the recent runs"):
-        results = inv.run(lambda rc: rc.status_recent())
+        results = inv.run(lambda rc: rc.status_recent(clusters=clusters))
     results = [_only(r, clusters, benches) for r in results]
     if clusters:
         results = [r for r in results if r.chains or r.failures]
@@ -447,7 +447,7 @@ def _status_watch(
     from remote_chain import render as views  # noqa: PLC0415 - start-up time
 
     if inv.json_output:  # one document: the final state
-        result = inv.run(lambda rc: rc.wait(run_id, clusters=clusters))
+        result = inv.run(lambda rc: rc.wait(run_id, clusters=clusters, benchmarks=benches))
     else:
         from rich.live import Live  # noqa: PLC0415 - start-up time
 
@@ -457,7 +457,9 @@ def _status_watch(
             def redraw(polled: StatusResult) -> None:  # wait calls it with the final state too
                 live.update(views.status_table(_only(polled, (), benches)), refresh=True)
 
-            result = inv.run(lambda rc: rc.wait(run_id, clusters=clusters, on_poll=redraw))
+            result = inv.run(
+                lambda rc: rc.wait(run_id, clusters=clusters, benchmarks=benches, on_poll=redraw)
+            )
     result = _only(result, (), benches)
     if inv.json_output:
         write_json(result.to_json())

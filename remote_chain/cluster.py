@@ -266,6 +266,17 @@ def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:
     out = []
     for run in snap.runs:
         out += [derive(cluster, files, snap, executor=executor) for files in run.chains]
+        out += [
+            ChainStatus(
+                cluster,
+                run.run_id,
+                bench,
+                ChainStateName.UNKNOWN,
+                remote_dir=f"{run.run_dir}/{bench}",
+                error="no such benchmark in this run",
+            )
+            for bench in run.missing
+        ]
     return out
 
 
@@ -274,4 +285,7 @@ def _lagging(cluster: str, snap: Snapshot, executor: str) -> bool:
         return False
     if not snap.sacct_ok:
         return True
-    return any(s.state is ChainStateName.UNKNOWN for s in statuses(cluster, snap, executor))
+    return any(
+        s.state is ChainStateName.UNKNOWN and s.error is None
+        for s in statuses(cluster, snap, executor)
+    )

@@ -426,13 +426,16 @@ class Orchestrator:
         ]
         return StatusResult(run_id, tuple(chains), tuple(failures + missing))
 
-    async def status_recent(self, *, limit: int = 10) -> list[StatusResult]:
+    async def status_recent(
+        self, *, limit: int = 10, clusters: Sequence[str] = ()
+    ) -> list[StatusResult]:
         """``status`` with no run id: the recent runs of the local index, one exec per cluster."""
         runs = self.index.recent(limit)
         per_cluster: dict[str, list[Target]] = {}
         for run in runs:
             for name, c in run.clusters.items():
-                per_cluster.setdefault(name, []).append(Target(run.run_id, c.run_dir))
+                if not clusters or name in clusters:
+                    per_cluster.setdefault(name, []).append(Target(run.run_id, c.run_dir))
         results, failures = await self._fan_out(
             list(per_cluster), lambda name: self.session(name).status(per_cluster[name])
         )
@@ -450,6 +453,7 @@ class Orchestrator:
         run_id: str,
         *,
         clusters: Sequence[str] = (),
+        benchmarks: Sequence[str] = (),
         timeout: float | None = None,
         first_interval: float = 2.0,
         on_poll: Callable[[StatusResult], None] | None = None,
@@ -458,7 +462,9 @@ class Orchestrator:
         interval = first_interval
         deadline = None if timeout is None else anyio.current_time() + timeout
         while True:
-            result = await self.status(run_id, clusters=clusters, retry_lag=False)
+            result = await self.status(
+                run_id, clusters=clusters, benchmarks=benchmarks, retry_lag=False
+            )
             if on_poll is not None:
                 on_poll(result)
             if result.chains and result.ended:

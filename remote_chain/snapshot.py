@@ -70,6 +70,7 @@ class RunFiles:
     record: str | None
     created: str | None
     chains: tuple[ChainFiles, ...]
+    missing: tuple[str, ...] = ()  # benchmarks asked for that the run does not have
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
     """Turn the status script's lines into a Snapshot; unknown lines are skipped."""
     runs: dict[int, _Run] = {}
     benches: dict[tuple[int, str], _Bench] = {}
+    missing: dict[int, list[str]] = {}
     sacct_text, sacct_ok, squeue_text, squeue_ok = "", True, "", True
     live: set[str] = set()
     for line in text.splitlines():
@@ -148,6 +150,8 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
             record = _b64(parts[3]) if len(parts) > 3 and parts[3] else None
             created = _b64(parts[4]).strip() if len(parts) > 4 and parts[4] else None
             runs[int(parts[1])] = _Run(parts[2] == "1", record, created)
+        elif kind == "NOBENCH" and len(parts) == 3 and parts[1].isdigit():
+            missing.setdefault(int(parts[1]), []).append(parts[2])
         elif kind == "BENCH" and len(parts) == 4:
             benches[(int(parts[1]), parts[2])] = _Bench(parts[3] == "1")
         elif kind == "FILE" and len(parts) == 6:
@@ -170,7 +174,15 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
             if j == i
         )
         run_files.append(
-            RunFiles(target.run_id, target.run_dir, run.exists, run.record, run.created, chains)
+            RunFiles(
+                target.run_id,
+                target.run_dir,
+                run.exists,
+                run.record,
+                run.created,
+                chains,
+                tuple(missing.get(i, ())),
+            )
         )
     return Snapshot(
         runs=tuple(run_files),
