@@ -9,6 +9,7 @@ id they name, and makes one ``sacct`` call and one ``squeue`` call for all of th
 from __future__ import annotations
 
 import base64
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,11 @@ CHAIN_FILES: dict[str, str] = {
     "exit": ".remote_chain_exit",
 }
 MAX_FILE_BYTES = 1 << 20  # a chain's events file is a few KiB; more means something is wrong
+# Files up to this size are read by bash itself and sent escaped ("text"), with no process per
+# file; bigger ones take base64 ("ok"). A status poll of 200 chains stays one exec and a few
+# processes, instead of ~4 forks per file (benchmarks issue, P3: 200 chains ~ 1 chain).
+INLINE_FILE_BYTES = 64 * 1024
+_UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,7 @@ def render_status_script(targets: Sequence[Target], *, executor: str = "slurm") 
             "__FIRST__": FIRST_JOB_FILE,
             "__EVENTS__": EVENTS_FILE,
             "__MAX__": str(MAX_FILE_BYTES),
+            "__INLINE__": str(INLINE_FILE_BYTES),
             "__SACCT_FIELDS__": ",".join(SACCT_FIELDS),
             "__SQUEUE_FORMAT__": SQUEUE_FORMAT,
             "__FILES__": reads,
@@ -112,6 +119,11 @@ def render_status_script(targets: Sequence[Target], *, executor: str = "slurm") 
         "RC_BENCHES=(" + " ".join(shlex.quote(" ".join(t.benchmarks)) for t in targets) + ")",
     ]
     return "\n".join([*head, body])
+
+
+def _unescape(text: str) -> str:
+    """Undo status.bash's escaping of a file's content: ``\\\\``, ``\\t``, ``\\n``."""
+    return _UNESCAPE.sub(lambda m: {"t": "\t", "n": "\n"}.get(m.group(1), m.group(1)), text)
 
 
 def _b64(text: str) -> str:
@@ -141,7 +153,9 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
     missing: dict[int, list[str]] = {}
     sacct_text, sacct_ok, squeue_text, squeue_ok = "", True, "", True
     live: set[str] = set()
-    for line in text.splitlines():
+    # Split on "\n" only: a file's content ("text") may hold \r, \f or \x1c, which
+    # str.splitlines() would also break lines on.
+    for line in text.split("\n"):
         parts = line.split("\t")
         kind = parts[0]
         if len(parts) < 2 or (kind in {"RUN", "BENCH", "FILE"} and not parts[1].isdigit()):
@@ -157,8 +171,12 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
         elif kind == "FILE" and len(parts) == 6:
             bench = benches.get((int(parts[1]), parts[3]))
             if bench is not None:
-                content = _b64(parts[5]) if parts[4] == "ok" else ""
-                bench.files[parts[2]] = FileRead(parts[4], content)
+                status, content = parts[4], ""
+                if status == "text":
+                    status, content = "ok", _unescape(parts[5])
+                elif status == "ok":
+                    content = _b64(parts[5])
+                bench.files[parts[2]] = FileRead(status, content)
         elif kind == "SACCT" and len(parts) == 3:
             sacct_ok, sacct_text = parts[1] == "0", _b64(parts[2])
         elif kind == "SQUEUE" and len(parts) == 3:

@@ -1,11 +1,25 @@
 # The single remote exec of `status` (see snapshot.py). Not standalone: snapshot.py prepends
 # the RC_* arrays and substitutes the __NAMES__.
 rc_b64() { base64 < "$1" 2>/dev/null | tr -d '\n'; }
+# One status exec costs O(1) processes, not O(chains): a file is read by bash itself and
+# escaped with parameter expansions (\\ \t \n), so 200 chains do not fork 200 x 6 x 3 times
+# (benchmarks issue, P3). Only a file above __INLINE__ bytes takes the base64 path.
+rc_bs='\' rc_tab=$'\t' rc_nl=$'\n'
 rc_file() {  # kind bench path
+  local content=""
   if [[ ! -e $3 ]]; then printf 'FILE\t%s\t%s\t%s\tmissing\t\n' "$RC_I" "$1" "$2"
   elif [[ ! -r $3 ]]; then printf 'FILE\t%s\t%s\t%s\tunreadable\t\n' "$RC_I" "$1" "$2"
-  elif (( $(stat -c %s -- "$3") > __MAX__ )); then printf 'FILE\t%s\t%s\t%s\ttoolarge\t\n' "$RC_I" "$1" "$2"
-  else printf 'FILE\t%s\t%s\t%s\tok\t%s\n' "$RC_I" "$1" "$2" "$(rc_b64 "$3")"; fi
+  else
+    # -N stops after __INLINE__+1 characters: a bigger file is never held whole in bash.
+    IFS= read -r -d '' -N $((__INLINE__ + 1)) content < "$3"
+    if (( ${#content} <= __INLINE__ )); then
+      # Quoted pattern and replacement are literal in every bash (5.2's patsub_replacement too).
+      content=${content//"$rc_bs"/"$rc_bs$rc_bs"}; content=${content//"$rc_tab"/"${rc_bs}t"}
+      content=${content//"$rc_nl"/"${rc_bs}n"}
+      printf 'FILE\t%s\t%s\t%s\ttext\t%s\n' "$RC_I" "$1" "$2" "$content"
+    elif (( $(stat -c %s -- "$3") > __MAX__ )); then printf 'FILE\t%s\t%s\t%s\ttoolarge\t\n' "$RC_I" "$1" "$2"
+    else printf 'FILE\t%s\t%s\t%s\tok\t%s\n' "$RC_I" "$1" "$2" "$(rc_b64 "$3")"; fi
+  fi
 }
 ids=() names=() starts=()
 for RC_I in "${!RC_RUN_DIRS[@]}"; do
@@ -15,12 +29,13 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
   [[ -r $dir/__SINCE__ ]] && starts+=("$(head -c 40 "$dir/__SINCE__")")
   read -r -a wanted <<< "${RC_BENCHES[$RC_I]}"
   if (( ${#wanted[@]} == 0 )); then
-    for job in "$dir"/*/job.sh; do [[ -e $job ]] && wanted+=("$(basename "$(dirname "$job")")"); done
+    for job in "$dir"/*/job.sh; do [[ -e $job ]] && job=${job%/job.sh} && wanted+=("${job##*/}"); done
   fi
   for bench in "${wanted[@]}"; do
     b="$dir/$bench"
     if [[ ! -d $b ]]; then printf 'NOBENCH\t%s\t%s\n' "$RC_I" "$bench"; continue; fi
-    printf 'BENCH\t%s\t%s\t%s\n' "$RC_I" "$bench" "$([[ -e $b/__CANCEL__ ]] && echo 1 || echo 0)"
+    marker=0; [[ -e $b/__CANCEL__ ]] && marker=1
+    printf 'BENCH\t%s\t%s\t%s\n' "$RC_I" "$bench" "$marker"
     __FILES__
     names+=("${RC_RUN_IDS[$RC_I]}:$bench")
     for f in "$b/__CHAIN__" "$b/__FIRST__"; do

@@ -1,0 +1,84 @@
+"""The status exec reads chain files with bash itself (no process per file) and sends them
+escaped; every byte sequence a state file may hold must come back unchanged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from remote_chain.remote.markers import wrap
+from remote_chain.script import CHAIN_FILE, EVENTS_FILE
+from remote_chain.snapshot import (
+    INLINE_FILE_BYTES,
+    MAX_FILE_BYTES,
+    Snapshot,
+    Target,
+    parse_status_output,
+    render_status_script,
+)
+
+
+def _status(run_dir: Path) -> Snapshot:
+    targets = [Target("rc-1", str(run_dir))]
+    wrapped, nonce = wrap(render_status_script(targets, executor="shell"))
+    proc = subprocess.run(
+        ["bash", "-s"],
+        input=wrapped.encode(),
+        capture_output=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "LC_ALL": "C.UTF-8"},
+    )
+    text = proc.stdout.decode("utf-8", "replace")
+    start = text.index(f"__REMOTE_CHAIN_BEGIN_{nonce}\n") + len(f"__REMOTE_CHAIN_BEGIN_{nonce}\n")
+    end = text.index(f"\n__REMOTE_CHAIN_END_{nonce}")
+    return parse_status_output(text[start:end], targets)
+
+
+def _bench(tmp_path: Path) -> Path:
+    bench = tmp_path / "rc-1" / "c1" / "b"
+    bench.mkdir(parents=True)
+    (bench / "job.sh").write_text("#!/bin/bash\n")
+    return bench
+
+
+# Text a prologue or a runner may leave: backslashes, tabs, CR, form feeds, \x1c (a line
+# break for str.splitlines), non-ASCII, and no final newline. NUL is left out: bash
+# variables cannot hold it, and no state file is meant to.
+CONTENT = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    max_size=300,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(content=CONTENT)
+def test_any_small_file_round_trips(tmp_path_factory: pytest.TempPathFactory, content: str) -> None:
+    """Whatever text a chain file holds, status returns it byte for byte."""
+    bench = _bench(tmp_path_factory.mktemp("s"))
+    (bench / EVENTS_FILE).write_bytes(content.encode())
+    snap = _status(bench.parent)
+    (chain,) = snap.runs[0].chains
+    assert chain.files["events"].status == "ok"
+    assert chain.files["events"].content == content
+    assert chain.files["chain"].status == "missing"
+
+
+def test_big_and_oversized_files_take_the_other_paths(tmp_path: Path) -> None:
+    """Above the inline size a file comes back whole (base64); above the cap, as toolarge."""
+    bench = _bench(tmp_path)
+    big = "1234\t\\\n" * (INLINE_FILE_BYTES // 7 + 10)
+    (bench / EVENTS_FILE).write_text(big)
+    (bench / CHAIN_FILE).write_bytes(b"9" * (MAX_FILE_BYTES + 1))
+    (chain,) = _status(bench.parent).runs[0].chains
+    assert chain.files["events"].status == "ok"
+    assert chain.files["events"].content == big
+    assert chain.files["chain"].status == "toolarge"
+    assert chain.files["chain"].content == ""
