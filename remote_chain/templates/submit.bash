@@ -28,8 +28,12 @@ err=$(base64 -d <<'__RC_PAYLOAD_END__' 2>&1 | tar -xzpf - 2>&1
 __PAYLOAD__
 __RC_PAYLOAD_END__
 ) || rc_fail "unpacking the run files failed: $err"
+# Job ids and errors are kept in bash itself, not re-read with awk/tr/cut per benchmark: a
+# submit forks a handful of processes plus one sbatch per benchmark (benchmarks issue, P1/P2:
+# the login node's CPU per submit).
+declare -A rc_ids=() rc_errs=()
 rc_submit_one() {
-  local bench=$1 out id
+  local bench=$1 out id="" line
   if [[ $RC_EXECUTOR == shell ]]; then
     # No scheduler: run in the background, detached; the wrapper's pid is the "job id".
     out=$(cd -- "$bench" && setsid nohup bash -c \
@@ -38,28 +42,31 @@ rc_submit_one() {
   else
     out=$(sbatch --parsable "$RC_RUN_DIR/$bench/job.sh" 2>&1)
   fi
-  id=$(printf '%s\n' "$out" | grep -E '^[0-9]+(;.*)?$' | tail -n 1); id=${id%%;*}
+  # The last line that is a job id ("id" or "id;cluster") wins, as with grep | tail -n 1.
+  while IFS= read -r line; do [[ $line =~ ^([0-9]+)(;.*)?$ ]] && id=${BASH_REMATCH[1]}; done <<< "$out"
   if [[ -n $id ]]; then
     printf '%s\n' "$id" > "$bench/__FIRST__"
     printf 'SUBMITTED\t%s\t%s\n' "$bench" "$id" >> __LOG__
+    rc_ids[$bench]=$id
   else
     printf 'FAILED\t%s\t%s\n' "$bench" "$(printf '%s' "$out" | base64 | tr -d '\n')" >> __LOG__
+    # For the JSON record: no quote or backslash, control characters as spaces, 500 at most.
+    out=${out//[\"\\]/}; out=${out//[^[:print:]]/ }
+    rc_errs[$bench]=${out:0:500}
   fi
 }
 : > __LOG__
-for bench in "${RC_BENCHMARKS[@]}"; do
-  mkdir -p -- "$bench/logs" "$bench/artifacts"
-  rc_submit_one "$bench"
-done
+rc_dirs=()
+for bench in "${RC_BENCHMARKS[@]}"; do rc_dirs+=("$bench/logs" "$bench/artifacts"); done
+mkdir -p -- "${rc_dirs[@]}"
+for bench in "${RC_BENCHMARKS[@]}"; do rc_submit_one "$bench"; done
 # The record: static parts rendered by the client, job ids and errors filled in here.
 {
   printf '%s' "$RC_RECORD_HEAD"
   sep=""
   for i in "${!RC_BENCHMARKS[@]}"; do
     bench=${RC_BENCHMARKS[$i]}
-    id=$(awk -F '\t' -v b="$bench" '$1 == "SUBMITTED" && $2 == b {print $3}' __LOG__)
-    err=$(awk -F '\t' -v b="$bench" '$1 == "FAILED" && $2 == b {print $3}' __LOG__ | base64 -d 2>/dev/null \
-      | tr -d '"\\' | tr -c '[:print:]' ' ' | cut -c1-500)
+    id=${rc_ids[$bench]:-} err=${rc_errs[$bench]:-}
     if [[ -n $id ]]; then tail='"'$id'", "error": null}'; else tail='null, "error": "'$err'"}'; fi
     printf '%s%s%s' "$sep" "${RC_RECORD_PREFIX[$i]}" "$tail"
     sep=", "
