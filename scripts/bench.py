@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""remote-chain's benchmarks, side by side with the usual ways, on the real dev cluster.
+
+    scripts/bench [--quick] [--runs N] [--only p1,p2,p3,p4,p6] [--json PATH]
+
+Needs the dev cluster (``scripts/dev-cluster up``, as root: the rig cancels jobs and reads
+accounting as root). Latency is emulated by delaying proxies on loopback (one process per
+endpoint); every figure is taken at 0 and at 50 ms RTT, as medians with min-max over
+``--runs`` interleaved rounds (10; 3 with ``--quick``), after one discarded warm-up round.
+
+Prints a table and one line per target (met / NOT met), and writes ``bench-results.json``
+(or ``--json PATH``). Benchmarks are not tests: the exit status is 0 whether or not targets
+are met, and non-zero only when the benchmark itself crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import platform
+import resource
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path[:0] = [str(REPO), str(HERE)]
+
+from benchlib.common import DELAYS_MS, Ctx  # noqa: E402
+from benchlib.rig import Rig  # noqa: E402
+from benchlib.stats import render_table  # noqa: E402
+
+SECTIONS = ("p6", "p1", "p2", "p3", "p4")
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--quick", action="store_true", help="3 rounds, fewer chains (CI)")
+    p.add_argument("--runs", type=int, default=None, help="rounds per figure (default 10)")
+    p.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    p.add_argument("--json", type=Path, default=Path("bench-results.json"), help="output file")
+    p.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = _parse(argv)
+    if args.child is not None:
+        return _child(args.child)
+    from remote_chain.logconfig import configure_logging  # noqa: PLC0415
+
+    configure_logging("json", 0)  # warnings only, on stderr: stdout is the table
+    only = {s.strip().lower() for s in args.only.split(",") if s.strip()}
+    unknown = only - set(SECTIONS)
+    if unknown:
+        print(f"bench: unknown section(s) {sorted(unknown)}; known: {SECTIONS}", file=sys.stderr)
+        return 2
+    runs = args.runs if args.runs is not None else (3 if args.quick else 10)
+    started = dt.datetime.now(dt.UTC)
+    rig = Rig.create()
+    ctx = Ctx(rig, max(1, runs), args.quick)
+    crashed: list[dict[str, str]] = []
+    try:
+        for name, fn in _sections(ctx):
+            if name in only:
+                try:
+                    fn()
+                except Exception as exc:  # report the crash, keep measuring the rest
+                    crashed.append({"section": name, "error": repr(exc)})
+                    traceback.print_exc()
+                    ctx.note(f"section {name} crashed: {exc!r}")
+    finally:
+        rig.cleanup()
+    print(render_table(ctx.rows, ctx.verdicts))
+    for c in crashed:
+        print(f"CRASHED       section {c['section']}: {c['error']}")
+    document = {
+        "meta": _meta(argv, started, ctx),
+        "rows": [r.to_json() for r in ctx.rows],
+        "targets": [v.to_json() for v in ctx.verdicts],
+        "notes": ctx.notes,
+        "crashed": crashed,
+        "samples": ctx.raw,
+    }
+    args.json.write_text(json.dumps(document, indent=2) + "\n")
+    print(f"\nwritten: {args.json}")
+    return 1 if crashed else 0
+
+
+def _sections(ctx: Ctx) -> list[tuple[str, Callable[[], None]]]:
+    from benchlib import jobs, startup, status, submit  # noqa: PLC0415
+
+    shims: list[Path] = []
+
+    def shim_dir() -> Path:
+        if not shims:
+            shims.append(ctx.rig.make_shims())
+        return shims[0]
+
+    def p2() -> None:
+        folders = submit.fanout_rig(ctx)
+        submit.p2_fanout(ctx, folders)
+        names = ",".join(f"b{i}" for i in range(1, max(submit.FANOUT) + 1))
+        doc = startup.child(
+            ["fanout", str(folders[0.0]), str(ctx.tmp / "p2.yaml"), names, str(ctx.tmp / "st")]
+        )
+        jobs_ = doc["jobs"]
+        assert isinstance(jobs_, list)
+        ctx.rig.run_ids.add(str(doc["run_id"]))
+        submit.cancel_submitted(ctx, [(str(c), str(j)) for c, j in jobs_])
+        startup.memory_row(ctx, "mem.fanout", "Memory: fan-out submit to 8 clusters", doc)
+        startup.memory_row(
+            ctx,
+            "mem.floor",
+            "Memory floor: python + remote-chain + asyncssh imported",
+            startup.child(["idle"]),
+        )
+
+    def p3() -> None:
+        srig = status.prepare(ctx)
+        status.p3_status(ctx, srig)
+        status.p3_correct(ctx, srig)
+        status.p5_status_calls(ctx, srig, shim_dir())
+        top = max(status.SIZES)
+        doc = startup.child(
+            ["status", str(srig.folders[0.0]), status.PROFILE, srig.runs[top], str(ctx.tmp / "st")]
+        )
+        startup.memory_row(ctx, "mem.status", f"Memory: status over {top} chains", doc)
+
+    return [
+        ("p6", lambda: startup.p6_startup(ctx)),
+        ("p1", lambda: submit.p1_submit(ctx)),
+        ("p2", p2),
+        ("p3", p3),
+        ("p4", lambda: jobs.p4_p5_links(ctx, shim_dir())),
+    ]
+
+
+def _meta(argv: list[str], started: dt.datetime, ctx: Ctx) -> dict[str, object]:
+    def git(*a: str) -> str:
+        r = subprocess.run(["git", *a], cwd=REPO, capture_output=True, text=True, check=False)
+        return r.stdout.strip()
+
+    import asyncssh  # noqa: PLC0415
+
+    return {
+        "command": "scripts/bench " + " ".join(argv),
+        "started": started.isoformat(timespec="seconds"),
+        "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "runs": ctx.runs,
+        "quick": ctx.quick,
+        "rtt_ms": [2 * d for d in DELAYS_MS],
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "dirty_files": git("status", "--porcelain", "--untracked-files=no").splitlines(),
+        "python": platform.python_version(),
+        "asyncssh": asyncssh.__version__,
+        "cpus": len(__import__("os").sched_getaffinity(0)),
+        "samples_retried": ctx.retried,
+    }
+
+
+def _peak_rss_kib() -> int:
+    """This process's peak RSS (VmHWM). Not ru_maxrss: Linux carries the high-water mark of
+    the process that forked us across exec, so ru_maxrss of a child of the bench reports the
+    bench's own size whenever the child stays smaller."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+# --- child processes (memory) -----------------------------------------------------------------
+def _child(args: list[str]) -> int:
+    """``--child idle|fanout|status ...``: do one thing, print one JSON line with its peak RSS."""
+    from remote_chain.logconfig import configure_logging  # noqa: PLC0415
+    from remote_chain.orchestrator import Orchestrator  # noqa: PLC0415
+    from remote_chain.settings import Settings  # noqa: PLC0415
+
+    configure_logging("json", 0)
+    doc: dict[str, object] = {}
+    kind = args[0]
+    if kind == "idle":
+        import asyncssh  # noqa: F401, PLC0415
+    elif kind == "fanout":
+        folder, config, names, state = args[1:5]
+
+        async def fan() -> None:
+            async with Orchestrator(
+                Settings(state_dir=Path(state)), clusters_dir=Path(folder)
+            ) as rc:
+                result = await rc.submit(Path(config), names.split(","))
+            doc["run_id"] = result.run_id
+            doc["ok"] = result.ok
+            doc["jobs"] = [[s.cluster, s.job_id] for s in result.submissions if s.job_id]
+
+        asyncio.run(fan())
+    elif kind == "status":
+        folder, cluster, run_id, state = args[1:5]
+
+        async def poll() -> None:
+            async with Orchestrator(
+                Settings(state_dir=Path(state)), clusters_dir=Path(folder)
+            ) as rc:
+                result = await rc.status(run_id, clusters=[cluster], retry_lag=False)
+            doc["chains"] = len(result.chains)
+
+        asyncio.run(poll())
+    else:
+        print(f"unknown child {kind}", file=sys.stderr)
+        return 2
+    doc["peak_rss_kib"] = _peak_rss_kib()
+    doc["ru_maxrss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
