@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -149,7 +150,8 @@ def _meta(argv: list[str], started: dt.datetime, ctx: Ctx) -> dict[str, object]:
     import asyncssh  # noqa: PLC0415
 
     return {
-        "command": "scripts/bench " + " ".join(argv),
+        "command": " ".join(["scripts/bench", *argv]),
+        "load_average_at_end": list(os.getloadavg()),
         "started": started.isoformat(timespec="seconds"),
         "finished": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "runs": ctx.runs,
@@ -159,7 +161,7 @@ def _meta(argv: list[str], started: dt.datetime, ctx: Ctx) -> dict[str, object]:
         "dirty_files": git("status", "--porcelain", "--untracked-files=no").splitlines(),
         "python": platform.python_version(),
         "asyncssh": asyncssh.__version__,
-        "cpus": len(__import__("os").sched_getaffinity(0)),
+        "cpus": len(os.sched_getaffinity(0)),
         "samples_retried": ctx.retried,
     }
 

@@ -159,6 +159,19 @@ class Rig:
             "-o", "BatchMode=yes",
         ]  # fmt: skip
 
+    def ensure_master(self, port: int, control_path: Path) -> None:
+        """Start the master again if it died (an sshd restart by someone else's test)."""
+        check = subprocess.run(
+            ["ssh", *self._ssh_target(port, control_path), "-O", "check", self.dev.host],
+            check=False,
+            timeout=30,
+            capture_output=True,
+        )
+        if check.returncode != 0:
+            self.masters.remove((control_path, port))
+            control_path.unlink(missing_ok=True)  # a stale socket would disable the new master
+            self.start_master(port)
+
     def start_master(self, port: int) -> Path:
         """An OpenSSH ControlMaster to ``port`` (what a user keeps open for the openssh
         transport); stopped in ``cleanup`` with ``ssh -O exit``."""

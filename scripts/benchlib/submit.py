@@ -39,6 +39,7 @@ from benchlib.stats import (
     times,
 )
 from remote_chain.config import load_profile, load_submit_config
+from remote_chain.orchestrator import SubmitResult
 from remote_chain.plan import build_bundle, read_uploads, select_benchmarks
 
 P1_BENCHMARKS = ("b0", "b1", "b2", "b3")
@@ -299,6 +300,12 @@ def _p1_report(ctx: Ctx, samples: _P1Samples) -> None:
             )
         )
     ctx.raw["p1"] = {f"{m}@{int(2 * d)}ms": v for (m, d), v in wall.items()}
+
+
+def _submit_cm(ctx: Ctx, proxy: Proxy, folder: Path, config: Path) -> tuple[Timed, SubmitResult]:
+    """remote-chain over the ControlMaster, which is started again if it died meanwhile."""
+    ctx.rig.ensure_master(proxy.port, ctx.tmp / f"cm-{proxy.port}")
+    return submit_now(ctx, folder, ["p1"], config)
 
 
 def _time_asyncssh(
