@@ -159,18 +159,30 @@ class Rig:
             "-o", "BatchMode=yes",
         ]  # fmt: skip
 
-    def ensure_master(self, port: int, control_path: Path) -> None:
-        """Start the master again if it died (an sshd restart by someone else's test)."""
+    def master_alive(self, port: int, control_path: Path) -> bool:
         check = subprocess.run(
             ["ssh", *self._ssh_target(port, control_path), "-O", "check", self.dev.host],
             check=False,
             timeout=30,
             capture_output=True,
         )
-        if check.returncode != 0:
+        return check.returncode == 0
+
+    def restart_master(self, port: int, control_path: Path) -> None:
+        """Start the master again (an sshd restart by someone else's test may have cut it):
+        ask the old one to exit, drop its socket, start a new one, check that it runs."""
+        subprocess.run(
+            ["ssh", *self._ssh_target(port, control_path), "-O", "exit", self.dev.host],
+            check=False,
+            timeout=30,
+            capture_output=True,
+        )
+        if (control_path, port) in self.masters:
             self.masters.remove((control_path, port))
-            control_path.unlink(missing_ok=True)  # a stale socket would disable the new master
-            self.start_master(port)
+        control_path.unlink(missing_ok=True)  # a stale socket would disable the new master
+        self.start_master(port)
+        if not self.master_alive(port, control_path):
+            raise RuntimeError(f"the ControlMaster at {control_path} did not stay up")
 
     def start_master(self, port: int) -> Path:
         """An OpenSSH ControlMaster to ``port`` (what a user keeps open for the openssh
