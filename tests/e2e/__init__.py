@@ -1,0 +1,1 @@
+"""End to end on the real dev cluster (``scripts/dev-cluster up``): real sshd, real Slurm."""
