@@ -51,7 +51,7 @@ def _bench(tmp_path: Path) -> Path:
 # break for str.splitlines), non-ASCII, and no final newline. NUL is left out: bash
 # variables cannot hold it, and no state file is meant to.
 CONTENT = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\x00"),
     max_size=300,
 )
 
