@@ -49,6 +49,7 @@ from remote_chain.chainstatus import ChainStateName, ChainStatus, derive
 from remote_chain.config import ClusterProfile
 from remote_chain.errors import CommandFailedError, RemoteChainError, RemoteError, SubmitError
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
+from remote_chain.script import SECRETS_FILE
 from remote_chain.settings import Settings
 from remote_chain.snapshot import Snapshot, Target, parse_status_output, render_status_script
 
@@ -146,11 +147,13 @@ class ClusterSession:
     async def aclose(self) -> None:
         await self.reconnect()
 
-    async def run(self, script: str, *, what: str, timeout: float | None = None) -> CommandResult:
+    async def run(
+        self, script: str, *, what: str, timeout: float | None = None, sensitive: bool = False
+    ) -> CommandResult:
         """One exec; a non-zero exit of our own script is a CommandFailedError."""
         remote = await self.remote()
         try:
-            result = await remote.run(script, timeout=timeout)
+            result = await remote.run(script, timeout=timeout, sensitive=sensitive)
         except RemoteError as exc:
             if exc.transient:
                 await self.reconnect()
@@ -176,9 +179,11 @@ class ClusterSession:
     async def submit(self, bundle: ClusterBundle) -> SubmitAnswer:
         """Submit once; after a lost connection, look the run up before ever sending again."""
         script = render_submit_script(bundle)
+        # A bundle holding secret values never travels in a command line (visible in `ps`).
+        sensitive = any(f.path.endswith(SECRETS_FILE) for f in bundle.files)
         for attempt in range(1, 4):
             try:
-                result = await self.run(script, what="submit")
+                result = await self.run(script, what="submit", sensitive=sensitive)
             except RemoteError as exc:
                 if not exc.transient:
                     raise

@@ -352,7 +352,9 @@ class FakeRemote(ClosingContext):
     def name(self) -> str:
         return self._endpoint.name
 
-    async def run(self, script: str, *, timeout: float | None = None) -> CommandResult:
+    async def run(
+        self, script: str, *, timeout: float | None = None, sensitive: bool = False
+    ) -> CommandResult:
         if self._closed:
             raise RemoteError("used after aclose()", host=self.name)
         cluster = self._cluster

@@ -349,3 +349,41 @@ async def test_a_broken_ssh_config_is_a_config_error(
     (dot_ssh / "config").write_text("Host broken\n  Port notanumber\n")
     with pytest.raises(ConfigError, match="line 2"):
         await open_remote(Endpoint(name="broken", host="broken"))
+
+
+ANCESTRY = """
+# Print the command line of the shell running us and of its ancestors, up to sshd.
+pid=$$
+for _ in 1 2 3 4 5 6; do
+  tr '\\0' ' ' < "/proc/$pid/cmdline"; echo
+  pid=$(awk '/^PPid:/ {print $2}' "/proc/$pid/status")
+  [[ $pid -gt 1 ]] || break
+done
+"""
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
+async def test_scripts_ride_in_the_command_line_unless_sensitive(sshd: Sshd) -> None:
+    """A plain script is inlined (one round trip fewer); a sensitive one never shows in ps."""
+    marker = "SECRET-VALUE-4711"
+    script = f": {marker}\n{ANCESTRY}"
+    async with await open_remote(sshd.endpoint()) as remote:
+        plain = await remote.run(script)
+        hidden = await remote.run(script, sensitive=True)
+    assert plain.exit_status == hidden.exit_status == 0
+    assert "base64 -d" in plain.stdout  # the login shell's -c command carried the script
+    assert "base64 -d" not in hidden.stdout
+    assert marker not in hidden.stdout  # nothing of the script in any command line
+    assert "bash -l -s" in hidden.stdout
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
+async def test_a_script_too_long_for_a_command_line_goes_on_stdin(sshd: Sshd) -> None:
+    """Past INLINE_MAX the script travels on stdin, with the same result."""
+    big = "x" * 40_000
+    async with await open_remote(sshd.endpoint()) as remote:
+        result = await remote.run(f"v='{big}'; echo ${{#v}}\n{ANCESTRY}")
+    assert result.stdout.splitlines()[0] == "40000"
+    assert "base64 -d" not in result.stdout

@@ -46,8 +46,14 @@ class Remote(Protocol):
         """The cluster's name, as every error from this remote names it."""
         ...
 
-    async def run(self, script: str, *, timeout: float | None = None) -> CommandResult:
-        """Run a bash script in a login shell; ``timeout`` defaults to the endpoint's."""
+    async def run(
+        self, script: str, *, timeout: float | None = None, sensitive: bool = False
+    ) -> CommandResult:
+        """Run a bash script in a login shell; ``timeout`` defaults to the endpoint's.
+
+        ``sensitive``: the script carries secrets, so it travels on stdin only, never in a
+        command line another user could see in ``ps`` (which saves a round trip otherwise).
+        """
         ...
 
     async def aclose(self) -> None:

@@ -20,7 +20,7 @@ import structlog
 from remote_chain.errors import AuthenticationError, ConnectError, RemoteError, RemoteTimeout
 from remote_chain.remote import ClosingContext, CommandResult, result_from_output
 from remote_chain.remote.endpoint import Endpoint
-from remote_chain.remote.markers import REMOTE_COMMAND, wrap
+from remote_chain.remote.markers import REMOTE_COMMAND, inline_command, wrap
 
 _log = structlog.get_logger()
 
@@ -67,7 +67,7 @@ def _check_argv(endpoint: Endpoint) -> list[str]:
     ]
 
 
-def _run_argv(endpoint: Endpoint) -> list[str]:
+def _run_argv(endpoint: Endpoint, command: str = REMOTE_COMMAND) -> list[str]:
     return [
         SSH,
         "-T",  # no pty: stdout and stderr stay apart, no \r\n translation
@@ -78,7 +78,7 @@ def _run_argv(endpoint: Endpoint) -> list[str]:
         *_target_options(endpoint),
         "--",
         endpoint.host,
-        REMOTE_COMMAND,
+        command,
     ]  # fmt: skip
 
 
@@ -143,16 +143,19 @@ class OpensshRemote(ClosingContext):
         )
         return cls(endpoint)
 
-    async def run(self, script: str, *, timeout: float | None = None) -> CommandResult:
+    async def run(
+        self, script: str, *, timeout: float | None = None, sensitive: bool = False
+    ) -> CommandResult:
         """Run ``script`` in a remote login shell; a non-zero exit is in the result."""
         wrapped, nonce = wrap(script)
+        command = None if sensitive else inline_command(wrapped)
         limit = self._endpoint.command_timeout if timeout is None else timeout
         async with self._limiter:
             started = time.monotonic()
             completed = await _run_ssh(
                 self._endpoint,
-                _run_argv(self._endpoint),
-                stdin=wrapped.encode(),
+                _run_argv(self._endpoint, command or REMOTE_COMMAND),
+                stdin=b"" if command else wrapped.encode(),
                 limit=limit,
                 doing="command",
             )

@@ -30,7 +30,7 @@ from remote_chain.errors import (
 )
 from remote_chain.remote import ClosingContext, CommandResult, result_from_output
 from remote_chain.remote.endpoint import Endpoint
-from remote_chain.remote.markers import REMOTE_COMMAND, wrap
+from remote_chain.remote.markers import REMOTE_COMMAND, inline_command, wrap
 
 _log = structlog.get_logger()
 
@@ -174,16 +174,19 @@ class SshRemote(ClosingContext):
         """Connect and authenticate, verifying the host key; never prompts."""
         return cls(endpoint, await _connect(endpoint))
 
-    async def run(self, script: str, *, timeout: float | None = None) -> CommandResult:
+    async def run(
+        self, script: str, *, timeout: float | None = None, sensitive: bool = False
+    ) -> CommandResult:
         """Run ``script`` in a remote login shell; a non-zero exit is in the result."""
         wrapped, nonce = wrap(script)
+        command = None if sensitive else inline_command(wrapped)
         limit = self._endpoint.command_timeout if timeout is None else timeout
         async with self._limiter:
             started = time.monotonic()
             # The timeout starts once a channel slot is ours: waiting for a slot is bounded
             # by the other commands' own timeouts.
             with _translated(self._endpoint, "command", limit), anyio.fail_after(limit):
-                completed = await self._run_wrapped(wrapped)
+                completed = await self._run_wrapped(wrapped, command)
         stdout = _text(completed.stdout)
         stderr = _text(completed.stderr)
         result = result_from_output(
@@ -203,18 +206,23 @@ class SshRemote(ClosingContext):
         )
         return result
 
-    async def _run_wrapped(self, wrapped: str) -> asyncssh.SSHCompletedProcess:
+    async def _run_wrapped(self, wrapped: str, command: str | None) -> asyncssh.SSHCompletedProcess:
         for _ in range(CHANNEL_OPEN_TRIES - 1):
             with contextlib.suppress(asyncssh.ChannelOpenError):
-                return await self._run_once(wrapped)
+                return await self._run_once(wrapped, command)
             await anyio.sleep(CHANNEL_OPEN_PAUSE)
-        return await self._run_once(wrapped)
+        return await self._run_once(wrapped, command)
 
-    async def _run_once(self, wrapped: str) -> asyncssh.SSHCompletedProcess:
+    async def _run_once(self, wrapped: str, command: str | None) -> asyncssh.SSHCompletedProcess:
         connection = await self._live_connection()
-        # No pty: the script's stdout and stderr stay apart and no \r\n translation.
+        # No pty: the script's stdout and stderr stay apart and no \r\n translation. The
+        # script rides in the command line when it may (one round trip fewer), else on stdin.
         return await connection.run(
-            REMOTE_COMMAND, input=wrapped, check=False, encoding="utf-8", errors="replace"
+            command or REMOTE_COMMAND,
+            input=None if command else wrapped,
+            check=False,
+            encoding="utf-8",
+            errors="replace",
         )
 
     async def _live_connection(self) -> asyncssh.SSHClientConnection:

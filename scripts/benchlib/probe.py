@@ -65,10 +65,12 @@ class _TimedRemote:
     def name(self) -> str:
         return self._remote.name
 
-    async def run(self, script: str, *, timeout: float | None = None) -> CommandResult:
+    async def run(
+        self, script: str, *, timeout: float | None = None, sensitive: bool = False
+    ) -> CommandResult:
         script = self._probe.prelude() + script
         t0 = time.monotonic()
-        result = await self._remote.run(script, timeout=timeout)
+        result = await self._remote.run(script, timeout=timeout, sensitive=sensitive)
         self._probe.spans.append(
             Span(
                 self.name,

@@ -58,8 +58,10 @@ class Wrapped:
     def name(self) -> str:
         return self._inner.name
 
-    async def run(self, script: str, *, timeout: float | None = None) -> CommandResult:
-        result = await self._inner.run(script, timeout=timeout)
+    async def run(
+        self, script: str, *, timeout: float | None = None, sensitive: bool = False
+    ) -> CommandResult:
+        result = await self._inner.run(script, timeout=timeout, sensitive=sensitive)
         self._log.execs[self.name] += 1
         self._log.results.append(result)
         if self._log.drop_first and self._log.execs[self.name] == 1:
