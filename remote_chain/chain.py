@@ -103,7 +103,14 @@ def decide(predecessor: Predecessor | None, chain: ChainState, policy: ResumePol
 
     outcome = classify(predecessor, chain, policy)
     rule = RULES[outcome]
-    if predecessor is not None and predecessor.elapsed_s and outcome is not Outcome.NOT_VISIBLE:
+    # A final elapsed counts toward max_walltime; a stale record's (state non-terminal) does
+    # not. ``state is None`` with an elapsed means slurmctld knew the run time (accounting
+    # never showed the job): counted, although the row stays "not visible".
+    if (
+        predecessor is not None
+        and predecessor.elapsed_s
+        and (predecessor.state is None or outcome is not Outcome.NOT_VISIBLE)
+    ):
         walltime += max(0, predecessor.elapsed_s)
     if rule.counts_retry:
         retries += 1

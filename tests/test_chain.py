@@ -66,9 +66,18 @@ def test_spec_table_row(
     assert decide(predecessor, chain, policy).action is action
 
 
+def test_run_time_known_only_to_slurmctld_counts_as_walltime() -> None:
+    """Not visible to sacct but with slurmctld's run time: resumes, no retry, time counted."""
+    p = Predecessor(JobId("41"), None, elapsed_s=90)
+    d = decide(p, ChainState(accumulated_walltime_s=10), POLICY)
+    assert (d.action, d.infra_retries, d.accumulated_walltime_s) == (Action.RESUME, 0, 100)
+
+
 def test_not_visible_does_not_count_a_retry() -> None:
     """State not yet visible resumes without counting a retry or adding walltime."""
-    d = decide(pred(None), ChainState(infra_retries=2, accumulated_walltime_s=10), POLICY)
+    d = decide(
+        pred(None, elapsed=None), ChainState(infra_retries=2, accumulated_walltime_s=10), POLICY
+    )
     assert (d.action, d.infra_retries, d.accumulated_walltime_s) == (Action.RESUME, 2, 10)
 
 

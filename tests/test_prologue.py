@@ -62,6 +62,7 @@ class Case:
     marker: bool = False
     squeue_pred: str = ""  # squeue's %T for the predecessor
     first: bool = False  # no $1
+    ctld_elapsed: int | None = None  # slurmctld's RunTime when sacct never shows the job
 
 
 RUNNER = ("sh", "-c", 'touch runner_started; exit "$RUNNER_RC"')
@@ -74,9 +75,10 @@ def run_prologue(
     runner_rc: int = 0,
     sbatch_rc: int = 0,
     argv: tuple[str, ...] = RUNNER,
+    existing: bool = False,
 ) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     bench, stubs = tmp / "bench", tmp / "stubs"
-    bench.mkdir()
+    bench.mkdir(exist_ok=existing)
     stubs.mkdir()
     for name in ("sacct", "sbatch", "squeue", "scontrol", "scancel"):
         (stubs / name).write_text(STUB)
@@ -86,6 +88,10 @@ def run_prologue(
         assert len(row) == len(SACCT_FIELDS)
         (stubs / "sacct.out").write_text("|".join(row) + "\n")
     (stubs / "squeue.out").write_text(f"{case.squeue_pred}\n" if case.squeue_pred else "")
+    if case.ctld_elapsed is not None:
+        h, rest = divmod(case.ctld_elapsed, 3600)
+        run_time = f"{h // 24}-{h % 24:02d}:{rest // 60:02d}:{rest % 60:02d}"
+        (stubs / "scontrol.out").write_text(f"JobId={PRED} JobState=TIMEOUT RunTime={run_time}\n")
     (stubs / "sbatch.out").write_text("43\n" if sbatch_rc == 0 else "sbatch: error: bad\n")
     if case.chain:
         (bench / CHAIN_FILE).write_text("".join(f"{j}\n" for j in case.chain))
@@ -124,7 +130,10 @@ def expected(case: Case) -> tuple[Action, int, int]:
     if not case.first:
         state, by = parse_state(case.sacct_state) if case.sacct_state else (None, None)
         in_queue = case.squeue_pred in {"PENDING", "RUNNING", "REQUEUED", "SUSPENDED"}
-        p = Predecessor(JobId(PRED), state, by, case.elapsed if state else None, in_queue)
+        if state in NON_TERMINAL_STATES and not in_queue:
+            state, by = None, None  # a stale record at the end of the window: "not visible"
+        elapsed = case.elapsed if state else case.ctld_elapsed
+        p = Predecessor(JobId(PRED), state, by, elapsed, in_queue)
     chain = ChainState(
         job_ids=tuple(JobId(j) for j in case.chain),
         accumulated_walltime_s=case.walltime,
@@ -142,9 +151,12 @@ def decided_action(bench: Path) -> str:
     return next(parts[3] for parts in lines if parts[2] == "decided")
 
 
+def stub_calls(stubs: Path) -> list[str]:
+    return (stubs / "calls").read_text().splitlines() if (stubs / "calls").exists() else []
+
+
 def sbatch_calls(stubs: Path) -> list[str]:
-    calls = (stubs / "calls").read_text().splitlines() if (stubs / "calls").exists() else []
-    return [c for c in calls if c.startswith("sbatch ")]
+    return [c for c in stub_calls(stubs) if c.startswith("sbatch ")]
 
 
 CAP = ResumePolicy(max_retries=3, max_walltime_s=1000)
@@ -152,6 +164,8 @@ ADMIN_PREEMPT = ResumePolicy(cancel_by_other="preempt")
 CASES: list[Case] = [
     *(Case(s.value) for s in SlurmState),
     Case(None),
+    Case(None, ctld_elapsed=90061, walltime=5),
+    Case("RUNNING", ctld_elapsed=300),
     Case(None, first=True, chain=()),
     Case("CANCELLED by 0"),
     Case("CANCELLED by 0", policy=ADMIN_PREEMPT),
@@ -183,6 +197,7 @@ def _case_id(case: Case) -> str:
     parts += ["requeued"] if SELF in case.chain else []
     parts += [case.policy.cancel_by_other] if case.policy.cancel_by_other != "stop" else []
     parts += [f"cap{case.policy.max_walltime_s}"] if case.policy.max_walltime_s else []
+    parts += [f"ctld{case.ctld_elapsed}"] if case.ctld_elapsed is not None else []
     return "-".join(parts).replace(" ", "_")
 
 
@@ -207,12 +222,17 @@ def test_prologue_agrees_with_decide(tmp_path: Path, case: Case) -> None:
         assert int((bench / RETRIES_FILE).read_text()) == retries
         assert (bench / CHAIN_FILE).read_text().splitlines() == [*case.chain, SELF]
     calls = sbatch_calls(stubs)
-    if action.runs:
-        job = bench / "job.sh"
-        dependency = f"--dependency=afternotok:{SELF} --kill-on-invalid-dep=yes"
-        assert calls == [f"sbatch --parsable {dependency} {job} {SELF}"], log
-    else:
+    scancels = [c for c in stub_calls(stubs) if c.startswith("scancel")]
+    job = bench / "job.sh"
+    dependency = f"--dependency=afternotok:{SELF} --kill-on-invalid-dep=yes"
+    if case.marker:  # the marker is read first: nothing queued at all
         assert calls == [], log
+    else:
+        # Queued before the lookup, so a link killed in its prologue keeps the chain going...
+        assert calls == [f"sbatch --parsable {dependency} {job} {SELF}"], log
+    if not action.runs and not case.marker:
+        # ...and cancelled again when the job decides not to run (an error exit would fire it).
+        assert scancels == ["scancel 43"], log
 
 
 def test_every_state_is_exercised() -> None:
@@ -354,3 +374,16 @@ def test_walltime_cap_is_enforced_to_the_second(tmp_path: Path) -> None:
     assert decided == ["resume", "stop_walltime"]
     assert int((bench / WALLTIME_FILE).read_text()) >= 100
     assert "scancel 43" in (stubs / "calls").read_text().splitlines()
+
+
+def test_requeued_job_keeps_its_earlier_successor(tmp_path: Path) -> None:
+    """A requeued job whose successor is still queued queues no second one."""
+    case = Case("FAILED", chain=(PRED, SELF), squeue_pred="PENDING")
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / EVENTS_FILE).write_text(f"1 {SELF} successor 43\n")
+    proc, bench, stubs = run_prologue(tmp_path, case, existing=True)
+    assert proc.returncode == 0, proc.stderr
+    assert sbatch_calls(stubs) == []
+    assert (bench / "runner_started").exists()
+    assert "successor from before the requeue is still queued" in proc.stderr

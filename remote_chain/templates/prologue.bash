@@ -70,10 +70,25 @@ rc_lookup() {
       PENDING|RUNNING|REQUEUED|REQUEUE_HOLD|REQUEUE_FED|SUSPENDED|CONFIGURING|RESIZING)
         P_IN_QUEUE=1; return 0 ;;
     esac
-    if (( SECONDS >= deadline )); then return 0; fi
+    if (( SECONDS >= deadline )); then rc_lookup_ctld "$pred"; return 0; fi
     rc_log "predecessor $pred not final in accounting yet (state '${P_STATE:-none}'); retrying"
     sleep "$RC_LOOKUP_INTERVAL"
   done
+}
+
+# Accounting never showed a final state: the row is "not visible" (no retry spent), but the
+# controller still knows a job for MinJobAge after its end, so its run time can be counted
+# toward max_walltime instead of being lost (a stale sacct elapsed is never used).
+rc_lookup_ctld() {
+  local info days=0 h m s
+  P_STATE="" P_ELAPSED=""
+  info=$(scontrol show job -o "$1" 2>/dev/null) || return 0
+  [[ $info =~ JobState=([A-Z_]+) ]] || return 0
+  [[ $(rc_outcome "${BASH_REMATCH[1]}") != not_visible ]] || return 0
+  [[ $info =~ RunTime=(([0-9]+)-)?([0-9]+):([0-9]+):([0-9]+) ]] || return 0
+  days=${BASH_REMATCH[2]:-0} h=${BASH_REMATCH[3]} m=${BASH_REMATCH[4]} s=${BASH_REMATCH[5]}
+  P_ELAPSED=$(( 10#$days * 86400 + 10#$h * 3600 + 10#$m * 60 + 10#$s ))
+  rc_log "accounting never showed job $1; slurmctld says it ran ${P_ELAPSED}s: counted as walltime"
 }
 
 # Queue this very file again, to run only if this job ends not-ok (spec: before any work).
@@ -149,6 +164,17 @@ rc_main() {
   local -i restarted=0
   for id in "${RC_CHAIN[@]}"; do [[ $id == "$RC_JOB_ID" ]] && restarted=1; done
 
+  # The successor is queued before anything that can take time (the lookup may wait a minute
+  # for accounting): a link killed in its prologue must not end the chain. Paths that decide
+  # not to run cancel it again before they exit.
+  if (( RC_RESUMABLE )) && [[ $RC_EXECUTOR == slurm ]]; then
+    if (( restarted )) && rc_successor_alive; then
+      rc_log "successor from before the requeue is still queued"
+    else
+      rc_queue_successor
+    fi
+  fi
+
   if (( restarted )); then
     # Requeued (same id, already in the chain): count nothing twice, queue nothing twice.
     action=__RESTART__
@@ -159,6 +185,7 @@ rc_main() {
     if (( P_IN_QUEUE )); then
       rc_log "predecessor $pred is queued again (requeued): it keeps the chain; exiting"
       rc_event "decided __YIELD__ $pred ${P_STATE:-none}"
+      rc_cancel_own_successor
       exit 0
     fi
     if [[ -z $P_STATE ]]; then outcome=__NOT_VISIBLE__; else outcome=$(rc_outcome "$P_STATE"); fi
@@ -166,7 +193,9 @@ rc_main() {
       outcome=__INFRA__  # an admin's cancel, read as preemption by policy
     fi
     rc_rule "$outcome"
-    if [[ $outcome != __NOT_VISIBLE__ && $P_ELAPSED =~ ^[0-9]+$ ]]; then
+    # A stale non-terminal record's elapsed is not final: only a final one counts (from
+    # sacct, or from slurmctld when accounting never showed the job).
+    if [[ ( -z $P_STATE || $outcome != __NOT_VISIBLE__ ) && $P_ELAPSED =~ ^[0-9]+$ ]]; then
       walltime=$(( walltime + P_ELAPSED ))
     fi
   fi
@@ -190,24 +219,26 @@ rc_main() {
   rc_event "decided $action ${pred:-none} ${P_STATE:-none} $walltime $retries"
 
   case "$action" in
-    __EXIT_SUCCESS__) rc_log "the run already completed"; exit 0 ;;
-    __STOP_CANCELLED__) rc_log "predecessor was cancelled: the chain stops"; exit 0 ;;
-    __STOP_WALLTIME__) rc_log "max_walltime reached (${walltime}s >= ${RC_MAX_WALLTIME}s): the chain stops"; exit 0 ;;
-    __EXIT_ERROR__) rc_log "max_retries ($RC_MAX_RETRIES) exceeded: the chain ends with an error"; exit 1 ;;
+    __EXIT_SUCCESS__) rc_log "the run already completed" ;;
+    __STOP_CANCELLED__) rc_log "predecessor was cancelled: the chain stops" ;;
+    __STOP_WALLTIME__) rc_log "max_walltime reached (${walltime}s >= ${RC_MAX_WALLTIME}s): the chain stops" ;;
+    __EXIT_ERROR__) rc_log "max_retries ($RC_MAX_RETRIES) exceeded: the chain ends with an error" ;;
+  esac
+  case "$action" in
+    __START__|__RESUME__|__RESTART__) ;;
+    # Not running: the successor queued above must not start (an error exit would fire it).
+    __EXIT_ERROR__) rc_cancel_own_successor; exit 1 ;;
+    *) rc_cancel_own_successor; exit 0 ;;
   esac
 
-  if (( RC_RESUMABLE )) && [[ $RC_EXECUTOR == slurm ]]; then
-    if (( restarted )) && rc_successor_alive; then
-      rc_log "successor from before the requeue is still queued"
-    else
-      rc_queue_successor
-    fi
-    if [[ -n $RC_MAX_WALLTIME ]]; then rc_clip_time_limit $(( RC_MAX_WALLTIME - walltime )); fi
+  if (( RC_RESUMABLE )) && [[ $RC_EXECUTOR == slurm && -n $RC_MAX_WALLTIME ]]; then
+    rc_clip_time_limit $(( RC_MAX_WALLTIME - walltime ))
   fi
 
   if [[ -e __CANCEL__ ]]; then
     rc_log "cancel marker found before the runner started: exiting without work"
     rc_event "decided __STOP_CANCELLED__ marker"
+    rc_cancel_own_successor
     exit 0
   fi
   export REMOTE_CHAIN_RUN_ID=$RC_RUN_ID REMOTE_CHAIN_BENCHMARK=$RC_BENCHMARK REMOTE_CHAIN_CLUSTER=$RC_CLUSTER
