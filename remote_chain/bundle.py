@@ -26,6 +26,7 @@ RECORD_FILE = "remote-chain.json"
 FIRST_JOB_FILE = ".remote_chain_first_job"
 
 SUBMIT_LOG = ".remote_chain_submit.out"
+SBATCH_OUT = ".remote_chain_sbatch.out"  # per benchmark: what sbatch said at submit
 # How long a submit that finds the run folder already there waits for the other submit's
 # record (a concurrent submit of the same --run-id may still be running sbatch).
 RECORD_WAIT_S = 60
@@ -130,6 +131,7 @@ def _body(**extra: str) -> str:
             "__SINCE__": SINCE_FILE,
             "__LOG__": SUBMIT_LOG,
             "__WAIT__": str(RECORD_WAIT_S),
+            "__SBATCH_OUT__": SBATCH_OUT,
             **extra,
         },
     )

@@ -32,16 +32,20 @@ __RC_PAYLOAD_END__
 # submit forks a handful of processes plus one sbatch per benchmark (benchmarks issue, P1/P2:
 # the login node's CPU per submit).
 declare -A rc_ids=() rc_errs=()
-rc_submit_one() {
-  local bench=$1 out id="" line
+rc_start_one() {  # bench: leaves what the scheduler said in $bench/__SBATCH_OUT__
+  local bench=$1
   if [[ $RC_EXECUTOR == shell ]]; then
     # No scheduler: run in the background, detached; the wrapper's pid is the "job id".
-    out=$(cd -- "$bench" && setsid nohup bash -c \
+    (cd -- "$bench" && setsid nohup bash -c \
       'export RC_SHELL_JOB_ID=$$; exec >"logs/$$.log" 2>&1; bash ./job.sh; echo $? > .remote_chain_exit' \
-      </dev/null >/dev/null 2>&1 & echo $!)
+      </dev/null >/dev/null 2>&1 & echo $!) > "$bench/__SBATCH_OUT__"
   else
-    out=$(sbatch --parsable "$RC_RUN_DIR/$bench/job.sh" 2>&1)
+    sbatch --parsable "$RC_RUN_DIR/$bench/job.sh" > "$bench/__SBATCH_OUT__" 2>&1
   fi
+}
+rc_collect_one() {
+  local bench=$1 out id="" line
+  out=$(<"$bench/__SBATCH_OUT__")
   # The last line that is a job id ("id" or "id;cluster") wins, as with grep | tail -n 1.
   while IFS= read -r line; do [[ $line =~ ^([0-9]+)(;.*)?$ ]] && id=${BASH_REMATCH[1]}; done <<< "$out"
   if [[ -n $id ]]; then
@@ -59,7 +63,15 @@ rc_submit_one() {
 rc_dirs=()
 for bench in "${RC_BENCHMARKS[@]}"; do rc_dirs+=("$bench/logs" "$bench/artifacts"); done
 mkdir -p -- "${rc_dirs[@]}"
-for bench in "${RC_BENCHMARKS[@]}"; do rc_submit_one "$bench"; done
+# The sbatch calls are independent: up to 8 at once (each is one RPC to slurmctld and takes
+# 0.05-0.5 s on a busy cluster; a run of many benchmarks should not pay them in series).
+rc_running=0
+for bench in "${RC_BENCHMARKS[@]}"; do
+  rc_start_one "$bench" &
+  if (( ++rc_running >= 8 )); then wait -n; rc_running=$((rc_running - 1)); fi
+done
+wait
+for bench in "${RC_BENCHMARKS[@]}"; do rc_collect_one "$bench"; done
 # The record: static parts rendered by the client, job ids and errors filled in here.
 {
   printf '%s' "$RC_RECORD_HEAD"
