@@ -46,8 +46,11 @@ class CancelAnswer:
     errors: tuple[str, ...] = ()
 
 
-def render_cancel_script(run_id: str, run_dir: str, benchmarks: Sequence[str]) -> str:
+def render_cancel_script(
+    run_id: str, run_dir: str, benchmarks: Sequence[str], *, executor: str = "slurm"
+) -> str:
     head = [
+        f"RC_EXECUTOR={shlex.quote(executor)}",
         f"RC_RUN_ID={shlex.quote(run_id)}",
         f"RC_RUN_DIR={shlex.quote(run_dir)}",
         _array("RC_BENCHES", benchmarks),

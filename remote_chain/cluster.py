@@ -240,7 +240,7 @@ class ClusterSession:
     # --- cancel, resume, logs, doctor ----------------------------------------------------------
     async def cancel(self, run_id: str, run_dir: str, benchmarks: Sequence[str]) -> CancelAnswer:
         # Not retried blindly either: it is idempotent (marker, scancel), so a rerun is safe.
-        script = render_cancel_script(run_id, run_dir, benchmarks)
+        script = render_cancel_script(run_id, run_dir, benchmarks, executor=self.profile.executor)
         text = await self.read(script, what="cancel", timeout=self.settings.command_timeout + 60)
         answer = parse_cancel_output(text, benchmarks)
         self.log.info("chain_cancelled", run_id=run_id, jobs=answer.cancelled)

@@ -15,6 +15,18 @@ for bench in "${RC_BENCHES[@]}"; do
   benches+=("$bench"); names+=("$RC_RUN_ID:$bench")
 done
 (( ${#names[@]} )) || { printf 'DONE\n'; exit 0; }
+if [[ $RC_EXECUTOR == shell ]]; then
+  # No scheduler: the "job" is a detached process group led by the pid submit recorded.
+  for bench in "${benches[@]}"; do
+    pid=$(head -n 1 "$RC_RUN_DIR/$bench/__FIRST__" 2>/dev/null)
+    if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
+      printf 'SEEN\t%s\t%s\tRUNNING\n' "$bench" "$pid"
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+      printf 'SCANCEL\t%s\n' "$pid"
+    fi
+  done
+  printf 'DONE\n'; exit 0
+fi
 namelist=$(IFS=,; echo "${names[*]}")
 for (( round = 0; round < __ROUNDS__; round++ )); do
   q=$(squeue --noheader --format='%i|%T|%j' --name="$namelist" 2>&1) || { printf 'SQUEUE_FAILED\t%s\n' "$(printf '%s' "$q" | base64 | tr -d '\n')"; sleep 1; continue; }

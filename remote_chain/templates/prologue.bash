@@ -2,7 +2,8 @@
 # substitutes the __NAMES__ (file names, actions, outcomes from chain.py) and prepends the
 # constants and the generated rc_outcome/rc_rule functions.
 RC_SELF="$RC_DIR/job.sh"
-RC_JOB_ID=${SLURM_JOB_ID:-$$}
+# Under the shell executor (no Slurm) the job id is the detached wrapper's pid.
+RC_JOB_ID=${SLURM_JOB_ID:-${RC_SHELL_JOB_ID:-$$}}
 RC_UID=$(id -u)
 # The sacct window start, written by submit in the cluster's clock: a recycled job id cannot
 # match a job from before the run.

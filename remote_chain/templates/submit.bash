@@ -35,10 +35,14 @@ declare -A rc_ids=() rc_errs=()
 rc_start_one() {  # bench: leaves what the scheduler said in $bench/__SBATCH_OUT__
   local bench=$1
   if [[ $RC_EXECUTOR == shell ]]; then
-    # No scheduler: run in the background, detached; the wrapper's pid is the "job id".
-    (cd -- "$bench" && setsid nohup bash -c \
+    # No scheduler: run in the background, detached; the wrapper's pid is the "job id". Only
+    # setsid goes to the background, with every fd away from the ssh channel: anything that
+    # kept the channel's pipes open would hold the submit's connection until the job ends.
+    (cd -- "$bench" || exit
+     setsid nohup bash -c \
       'export RC_SHELL_JOB_ID=$$; exec >"logs/$$.log" 2>&1; bash ./job.sh; echo $? > .remote_chain_exit' \
-      </dev/null >/dev/null 2>&1 & echo $!) > "$bench/__SBATCH_OUT__"
+      </dev/null >/dev/null 2>&1 &
+     echo $!) > "$bench/__SBATCH_OUT__" 2>&1
   else
     sbatch --parsable "$RC_RUN_DIR/$bench/job.sh" > "$bench/__SBATCH_OUT__" 2>&1
   fi
