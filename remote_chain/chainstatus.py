@@ -159,6 +159,10 @@ def derive(
     for job_id, (_, _, name) in snap.squeue.items():
         if name == f"{files.run_id}:{files.benchmark}" and job_id not in ids:
             ids.append(job_id)
+    # A successor the chain withdrew itself (the run finished or stopped) and that never ran
+    # is bookkeeping, not history: leave it out of the jobs list.
+    withdrawn = {ev.args[0] for ev in events if ev.kind == "successor_cancelled" and ev.args}
+    ids = [j for j in ids if j not in withdrawn or j in chain_ids or j in snap.squeue]
     jobs = tuple(_job_view(j, snap) for j in ids)
     warnings = [
         f"job {ev.job_id}: could not queue a successor: {' '.join(ev.args)}"

@@ -159,6 +159,17 @@ def test_jobs_list_the_whole_chain_in_order() -> None:
     assert st.to_json()["jobs"] == [j.to_json() for j in st.jobs]
 
 
+def test_successor_withdrawn_by_the_chain_is_not_listed() -> None:
+    """The successor a finished job cancelled itself never ran: not part of the jobs list."""
+    st = derive(
+        "c",
+        files("10\n", RAN_TIMEOUT + ev("10 runner_exit 0", "10 successor_cancelled 11")),
+        snap({"10": (S.COMPLETED, None), "11": (S.CANCELLED, 1001)}),
+    )
+    assert st.state is ChainStateName.COMPLETED
+    assert [j.job_id for j in st.jobs] == ["10"]
+
+
 def test_corrupt_file_is_named_in_the_error() -> None:
     """Status reports which file is corrupt and how."""
     st = derive("c", files(chain="10\n1x\n", walltime="abc"), snap({"10": (S.FAILED, None)}))

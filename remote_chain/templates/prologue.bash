@@ -54,8 +54,8 @@ rc_read_chain() {
 # Retries about a minute when the job is not visible yet or only a stale non-terminal state
 # shows (accounting lag), and stops early when squeue still holds the job (it was requeued).
 rc_lookup() {
-  local pred=$1 deadline=$((SECONDS + RC_LOOKUP_TIMEOUT)) out line f1 f2 f3 rest sq
-  P_STATE="" P_BY="" P_ELAPSED="" P_IN_QUEUE=0
+  local pred=$1 deadline=$((SECONDS + RC_LOOKUP_TIMEOUT)) out line f1 f2 f3 rest sq asked=0
+  P_STATE="" P_BY="" P_ELAPSED="" P_IN_QUEUE=0 P_CTLD_ELAPSED=""
   while :; do
     out=$(sacct -X --parsable2 --noheader --format=__SACCT_FIELDS__ \
       --starttime "$RC_SACCT_START" --endtime now --jobs "$pred" 2>/dev/null) || out=""
@@ -71,25 +71,31 @@ rc_lookup() {
       PENDING|RUNNING|REQUEUED|REQUEUE_HOLD|REQUEUE_FED|SUSPENDED|CONFIGURING|RESIZING)
         P_IN_QUEUE=1; return 0 ;;
     esac
-    if (( SECONDS >= deadline )); then rc_lookup_ctld "$pred"; return 0; fi
+    # Ask slurmctld once, now: it forgets a job MinJobAge after its end, maybe before the
+    # window is over.
+    if (( ! asked )); then asked=1; rc_lookup_ctld "$pred"; fi
+    if (( SECONDS >= deadline )); then
+      P_STATE="" P_ELAPSED=$P_CTLD_ELAPSED
+      [[ -z $P_ELAPSED ]] || rc_log "accounting never showed job $pred; slurmctld said it ran ${P_ELAPSED}s: counted as walltime"
+      return 0
+    fi
     rc_log "predecessor $pred not final in accounting yet (state '${P_STATE:-none}'); retrying"
     sleep "$RC_LOOKUP_INTERVAL"
   done
 }
 
-# Accounting never showed a final state: the row is "not visible" (no retry spent), but the
+# When accounting never shows a final state the row is "not visible" (no retry spent), but the
 # controller still knows a job for MinJobAge after its end, so its run time can be counted
-# toward max_walltime instead of being lost (a stale sacct elapsed is never used).
+# toward max_walltime instead of being lost (a stale sacct elapsed is never used). Sets
+# P_CTLD_ELAPSED when slurmctld knows the job ended.
 rc_lookup_ctld() {
   local info days=0 h m s
-  P_STATE="" P_ELAPSED=""
   info=$(scontrol show job -o "$1" 2>/dev/null) || return 0
   [[ $info =~ JobState=([A-Z_]+) ]] || return 0
   [[ $(rc_outcome "${BASH_REMATCH[1]}") != not_visible ]] || return 0
   [[ $info =~ RunTime=(([0-9]+)-)?([0-9]+):([0-9]+):([0-9]+) ]] || return 0
   days=${BASH_REMATCH[2]:-0} h=${BASH_REMATCH[3]} m=${BASH_REMATCH[4]} s=${BASH_REMATCH[5]}
-  P_ELAPSED=$(( 10#$days * 86400 + 10#$h * 3600 + 10#$m * 60 + 10#$s ))
-  rc_log "accounting never showed job $1; slurmctld says it ran ${P_ELAPSED}s: counted as walltime"
+  P_CTLD_ELAPSED=$(( 10#$days * 86400 + 10#$h * 3600 + 10#$m * 60 + 10#$s ))
 }
 
 # Queue this very file again, to run only if this job ends not-ok (spec: before any work).

@@ -128,7 +128,10 @@ def test_invisible_predecessor_resumes_after_a_minute_without_a_retry(outage: Ou
     j1, j2 = chain.first_job, outage.second["lagged"]
     decided: list[Event] = chain.events("decided", j2)
     assert decided, chain.describe()
-    assert decided[0].args == ("resume", j1, "none", "0", "0"), chain.describe()
+    # "none": not visible, so no retry; its run time still counts, from slurmctld (which knew
+    # j1 when the lookup began) instead of being lost.
+    action, pred, state, walltime, retries = decided[0].args
+    assert (action, pred, state, retries) == ("resume", j1, "none", "0"), chain.describe()
     log = chain.log(j2)
     retried = _stamps(log, NOT_FINAL)
     looked = decided[0].time - retried[0] if retried else 0.0
@@ -140,9 +143,10 @@ def test_invisible_predecessor_resumes_after_a_minute_without_a_retry(outage: Ou
     status = chain.wait_ended(timeout=240)
     assert status.state is ChainStateName.COMPLETED, chain.describe()
     assert chain.chain_ids() == [j1, j2]
-    jobs = {j.job_id: j.state for j in chain.sacct()}
-    assert (jobs[j1], jobs[j2]) == ("TIMEOUT", "COMPLETED"), chain.describe()
+    jobs = {j.job_id: j for j in chain.sacct()}
+    assert (jobs[j1].state, jobs[j2].state) == ("TIMEOUT", "COMPLETED"), chain.describe()
     assert (status.infra_retries, chain.retries()) == (0, 0)
+    assert abs(int(walltime) - jobs[j1].elapsed_s) <= 2, (walltime, jobs[j1].elapsed_s)
     assert_items_once(chain, ITEMS)
 
 
@@ -177,9 +181,11 @@ def test_link_as_short_as_the_lookup_window_keeps_the_chain(outage: Outage) -> N
     jobs = {j.job_id: j for j in chain.sacct()}
     print(f"tight: {[(j.job_id, j.state, j.elapsed_s) for j in jobs.values()]}, {status.state}")
     # The spec's promise for this row is "resumes": the chain must go on whatever the limit.
-    assert chain.events("decided", j2), (
-        f"{j2} ({jobs[j2].state} after {jobs[j2].elapsed_s} s) died in its lookup window "
-        f"before deciding or queuing a successor: the chain broke{chain.describe()}"
+    # j2 queued its successor before its lookup, so even if the window outlasted its limit
+    # the chain goes on.
+    assert chain.events("successor", j2), (
+        f"{j2} ({jobs[j2].state} after {jobs[j2].elapsed_s} s) queued no successor before "
+        f"its lookup window: the chain broke{chain.describe()}"
     )
     assert status.state is ChainStateName.COMPLETED, chain.describe()
     assert_items_once(chain, ITEMS)
