@@ -878,6 +878,35 @@ def test_concurrent_submits_of_one_run_id_make_one_chain(lab: Lab, tally: Tally,
     tally.survived(fault)
 
 
+# --- two profiles of one cluster ----------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_two_profiles_of_one_cluster_keep_their_chains_apart(lab: Lab, tally: Tally) -> None:
+    """One run on two profiles of the same Slurm cluster (the load test's aliases; or two
+    login nodes, two partitions): status and cancel of one never touch the other's chain."""
+    fault = "one run on two profiles of one cluster"
+    for twin in ("twin1", "twin2"):
+        lab.profile(twin, cluster="local", slurm=HOLD)
+    config = lab.config({"benchmarks": {"a": {"command": "true"}}})
+    run_id = new_run_id("twins")
+    lab.track("twin1", run_id, ["a"])
+    tally.injected(fault)
+    async with lab.orchestrator() as rc:
+        submitted = await rc.submit(config, ["twin1", "twin2"], run_id=run_id)
+        assert submitted.ok, submitted.to_json()
+        jobs = {s.cluster: s.job_id for s in submitted.submissions}
+        status = await rc.status(run_id, clusters=["twin1"])
+        seen = [j.job_id for j in chain_of(status, "a").jobs]
+        cancelled = await rc.cancel(run_id, clusters=["twin1"])
+        assert cancelled.ok, cancelled.to_json()
+    still = await blocking(squeue_jobs, "local", [f"{run_id}:a"])
+    assert seen == [jobs["twin1"]], f"twin1's chain shows {seen}; twin2's job is {jobs['twin2']}"
+    assert [c.job_ids for c in cancelled.cancelled] == [(jobs["twin1"],)], cancelled.to_json()
+    assert list(still) == [jobs["twin2"]], f"cancel of twin1 left {still}"
+    tally.survived(fault)
+
+
 # --- load ---------------------------------------------------------------------------------------
 
 
