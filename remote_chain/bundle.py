@@ -79,6 +79,7 @@ class SubmitAnswer:
     submitted: tuple[Submitted, ...] = ()
     record: dict[str, object] | None = None
     error: str | None = None
+    workdir_error: bool = False  # the error is the profile's workdir (a config problem)
 
 
 def tarball(files: Sequence[BundleFile]) -> bytes:
@@ -170,8 +171,8 @@ def parse_submit_output(text: str) -> SubmitAnswer:
     submitted: list[Submitted] = []
     for line in text.splitlines():
         kind, _, rest = line.partition("\t")
-        if kind == "ERROR":
-            return SubmitAnswer(existed=False, error=_b64(rest))
+        if kind in ("ERROR", "WORKDIR"):
+            return SubmitAnswer(existed=False, error=_b64(rest), workdir_error=kind == "WORKDIR")
         if kind == "EXISTS":
             return SubmitAnswer(existed=True, record=_record(rest))
         if kind == "ABSENT":

@@ -47,7 +47,13 @@ from remote_chain.bundle import (
 )
 from remote_chain.chainstatus import ChainStateName, ChainStatus, derive
 from remote_chain.config import ClusterProfile
-from remote_chain.errors import CommandFailedError, RemoteChainError, RemoteError, SubmitError
+from remote_chain.errors import (
+    CommandFailedError,
+    ConfigError,
+    RemoteChainError,
+    RemoteError,
+    SubmitError,
+)
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
 from remote_chain.script import SECRETS_FILE
 from remote_chain.settings import Settings
@@ -123,6 +129,9 @@ class ClusterSession:
         self.settings = settings
         self._opener = opener
         self._remote: Remote | None = None
+        # Reconnecting after a lost connection is retried; the first connection is not: an
+        # unreachable or refusing host is reported within one connect timeout.
+        self._connected_once = False
         self._lock = anyio.Lock()
         self.retry = retry or RetryPolicy(settings.sacct_attempts, settings.sacct_wait_max)
         self.log = log.bind(cluster=profile.name)
@@ -135,6 +144,7 @@ class ClusterSession:
         async with self._lock:
             if self._remote is None:
                 self._remote = await self._opener(endpoint_for(self.profile, self.settings))
+                self._connected_once = True
             return self._remote
 
     async def reconnect(self) -> None:
@@ -169,8 +179,8 @@ class ClusterSession:
         return result
 
     async def read(self, script: str, *, what: str, timeout: float | None = None) -> str:
-        """An idempotent exec, retried on transient transport errors."""
-        async for attempt in self.retry.retrying():
+        """An idempotent exec, retried on transient transport errors once we were connected."""
+        async for attempt in self.retry.retrying(lambda e: _transient(e) and self._connected_once):
             with attempt:
                 return (await self.run(script, what=what, timeout=timeout)).stdout
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
@@ -181,6 +191,7 @@ class ClusterSession:
         script = render_submit_script(bundle)
         # A bundle holding secret values never travels in a command line (visible in `ps`).
         sensitive = any(f.path.endswith(SECRETS_FILE) for f in bundle.files)
+        await self.remote()  # a failure to connect at all: nothing was sent, nothing to look up
         for attempt in range(1, 4):
             try:
                 result = await self.run(script, what="submit", sensitive=sensitive)
@@ -193,6 +204,12 @@ class ClusterSession:
                     return found
                 continue  # ABSENT: the script never ran; sending it again is safe
             answer = parse_submit_output(result.stdout)
+            if answer.workdir_error:
+                raise ConfigError(
+                    f"{answer.error} (on {self.profile.host})",
+                    source=str(self.profile.source),
+                    field="workdir",
+                )
             if answer.error:
                 raise SubmitError(f"{self.name}: {answer.error}")
             for sub in answer.submitted:
@@ -281,6 +298,17 @@ def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:
                 error="no such benchmark in this run",
             )
             for bench in run.missing
+        ]
+        out += [
+            ChainStatus(
+                cluster,
+                run.run_id,
+                bench,
+                ChainStateName.FAILED,
+                remote_dir=f"{run.run_dir}/{bench}",
+                error=f"{run.run_dir}/{bench}: folder unreadable (permission denied)",
+            )
+            for bench in run.unreadable
         ]
     return out
 

@@ -271,8 +271,12 @@ class Orchestrator:
 
     def session(self, name: str) -> ClusterSession:
         if name not in self._sessions:
+            profile = self.profile(name)
+            # A missing key or known_hosts is the profile's fault: say so (exit 2), not a
+            # network error after retries.
+            profile.check_local_files()
             self._sessions[name] = ClusterSession(
-                self.profile(name), self.settings, opener=self._opener, retry=self._retry
+                profile, self.settings, opener=self._opener, retry=self._retry
             )
         return self._sessions[name]
 
@@ -318,6 +322,7 @@ class Orchestrator:
         profiles = [self.profile(c) for c in dict.fromkeys(clusters)]
         for p in profiles:
             check_for_cluster(cfg, p)
+            p.check_local_files()
         uploads = read_uploads(cfg, max_bytes=self.settings.max_upload_bytes)
         bundles = {
             p.name: build_bundle(

@@ -77,6 +77,7 @@ class RunFiles:
     created: str | None
     chains: tuple[ChainFiles, ...]
     missing: tuple[str, ...] = ()  # benchmarks asked for that the run does not have
+    unreadable: tuple[str, ...] = ()  # benchmark folders we may not read (permissions)
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
     runs: dict[int, _Run] = {}
     benches: dict[tuple[int, str], _Bench] = {}
     missing: dict[int, list[str]] = {}
+    unreadable: dict[int, list[str]] = {}
     sacct_text, sacct_ok, squeue_text, squeue_ok = "", True, "", True
     live: set[str] = set()
     # Split on "\n" only: a file's content ("text") may hold \r, \f or \x1c, which
@@ -166,6 +168,8 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
             runs[int(parts[1])] = _Run(parts[2] == "1", record, created)
         elif kind == "NOBENCH" and len(parts) == 3 and parts[1].isdigit():
             missing.setdefault(int(parts[1]), []).append(parts[2])
+        elif kind == "UNREADABLE" and len(parts) == 3 and parts[1].isdigit():
+            unreadable.setdefault(int(parts[1]), []).append(parts[2])
         elif kind == "BENCH" and len(parts) == 4:
             benches[(int(parts[1]), parts[2])] = _Bench(parts[3] == "1")
         elif kind == "FILE" and len(parts) == 6:
@@ -200,6 +204,7 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
                 run.created,
                 chains,
                 tuple(missing.get(i, ())),
+                tuple(unreadable.get(i, ())),
             )
         )
     return Snapshot(

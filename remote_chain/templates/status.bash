@@ -29,11 +29,16 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
   [[ -r $dir/__SINCE__ ]] && starts+=("$(head -c 40 "$dir/__SINCE__")")
   read -r -a wanted <<< "${RC_BENCHES[$RC_I]}"
   if (( ${#wanted[@]} == 0 )); then
-    for job in "$dir"/*/job.sh; do [[ -e $job ]] && job=${job%/job.sh} && wanted+=("${job##*/}"); done
+    # Benchmark folders: those with a job.sh, and those we may not look into (named below).
+    for d in "$dir"/*/; do
+      d=${d%/}; [[ ${d##*/} == files ]] && continue
+      if [[ -e $d/job.sh || ! -r $d || ! -x $d ]]; then wanted+=("${d##*/}"); fi
+    done
   fi
   for bench in "${wanted[@]}"; do
     b="$dir/$bench"
     if [[ ! -d $b ]]; then printf 'NOBENCH\t%s\t%s\n' "$RC_I" "$bench"; continue; fi
+    if [[ ! -r $b || ! -x $b ]]; then printf 'UNREADABLE\t%s\t%s\n' "$RC_I" "$bench"; continue; fi
     marker=0; [[ -e $b/__CANCEL__ ]] && marker=1
     printf 'BENCH\t%s\t%s\t%s\n' "$RC_I" "$bench" "$marker"
     __FILES__

@@ -1,6 +1,8 @@
 # The single remote exec of `submit` (see bundle.py). Not standalone: bundle.py prepends the
 # RC_* variables and substitutes the __NAMES__.
 rc_fail() { printf 'ERROR\t%s\n' "$(printf '%s' "$1" | base64 | tr -d '\n')"; exit 0; }
+# The profile's workdir is unusable here: a config problem, told apart from other failures.
+rc_workdir() { printf 'WORKDIR\t%s\n' "$(printf '%s' "$1" | base64 | tr -d '\n')"; exit 0; }
 rc_existing() {
   local i=0
   while [[ ! -f $RC_RUN_DIR/__RECORD__ ]] && (( i < __WAIT__ * 2 )); do sleep 0.5; i=$((i + 1)); done
@@ -12,8 +14,8 @@ rc_existing() {
   exit 0
 }
 umask 077
-err=$(mkdir -p -- "$RC_PARENT" 2>&1) || rc_fail "cannot create $RC_PARENT: $err"
-[[ -w $RC_PARENT ]] || rc_fail "workdir not writable: $RC_PARENT"
+err=$(mkdir -p -- "$RC_PARENT" 2>&1) || rc_workdir "cannot create $RC_PARENT: $err"
+[[ -w $RC_PARENT ]] || rc_workdir "workdir not writable: $RC_PARENT"
 if [[ $RC_MODE == lookup ]]; then
   [[ -d $RC_RUN_DIR ]] && rc_existing
   printf 'ABSENT\n'; exit 0
