@@ -291,7 +291,11 @@ def _error_json(exc: BaseException) -> dict[str, object]:
 def _report_failures(failures: Sequence[ClusterFailure]) -> list[int]:
     """One stderr line per failed cluster (the result itself lists them too); their codes."""
     for failure in failures:
-        error_line(f"{failure.cluster}: {failure.error}")
+        text = str(failure.error)
+        # RemoteErrors already start with the cluster's name: never print it twice.
+        error_line(
+            text if text.startswith(f"{failure.cluster}: ") else f"{failure.cluster}: {text}"
+        )
     return [failure.error.exit_code for failure in failures]
 
 
