@@ -156,8 +156,10 @@ def derive(
     for ev in events:
         if ev.kind == "successor" and ev.args and ev.args[0] not in ids:
             ids.append(JobId(ev.args[0]))
-    for job_id, (_, _, name) in snap.squeue.items():
-        if name == f"{files.run_id}:{files.benchmark}" and job_id not in ids:
+    # squeue was asked by job name; a run on two profiles of one Slurm cluster has twin chains
+    # of that name, told apart by their working directory (the benchmark folder).
+    for job_id, queued in snap.squeue.items():
+        if queued.workdir == files.remote_dir and job_id not in ids:
             ids.append(job_id)
     # A successor the chain withdrew itself (the run finished or stopped) and that never ran
     # is bookkeeping, not history: leave it out of the jobs list.
@@ -200,8 +202,10 @@ def _status(  # noqa: PLR0917 - a private constructor helper, every field positi
 def _job_view(job_id: JobId, snap: Snapshot) -> JobView:
     rec = snap.sacct.get(job_id)
     if job_id in snap.squeue:
-        live_state, reason, _ = snap.squeue[job_id]
-        return JobView(job_id, live_state.value, rec.elapsed_s if rec else None, "", reason)
+        queued = snap.squeue[job_id]
+        return JobView(
+            job_id, queued.state.value, rec.elapsed_s if rec else None, "", queued.reason
+        )
     if rec is None:
         return JobView(job_id, "UNKNOWN")
     state = rec.state.value
@@ -236,7 +240,7 @@ def _chain_state(  # noqa: PLR0917 - private, called once
     events: list[Event],
     problems: list[str],
 ) -> ChainStateName:
-    live = [snap.squeue[j][0] for j in ids if j in snap.squeue]
+    live = [snap.squeue[j].state for j in ids if j in snap.squeue]
     if SlurmState.RUNNING in live or SlurmState.COMPLETING in live:
         return ChainStateName.RUNNING
     if any(s in NON_TERMINAL_STATES for s in live):

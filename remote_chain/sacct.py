@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from remote_chain.models import JOB_ID_RE, JobId, SacctRecord, SlurmState
 
 # Fields asked of sacct, in order. JobIDRaw, not JobID: array tasks print "123_4" in JobID
 # but we key everything by the raw allocation id we were given by sbatch --parsable.
 SACCT_FIELDS = ("JobIDRaw", "State", "ElapsedRaw", "ExitCode", "Reason", "Start", "End")
-SQUEUE_FORMAT = "%i|%T|%r|%j"
+# %Z, the working directory (our --chdir, <workdir>/<run_id>/<cluster>/<benchmark>), tells apart
+# the chains of one run on two profiles of one Slurm cluster, which share a job name.
+SQUEUE_FORMAT = "%i|%T|%r|%Z|%j"
 
 _CANCELLED_BY = re.compile(r"^CANCELLED\s+by\s+(\d+)")
 
@@ -31,7 +34,7 @@ def sacct_argv(job_ids: Iterable[str], *, starttime: str | None = None) -> list[
 
 
 def squeue_argv(*, names: Iterable[str] = (), user: str | None = None) -> list[str]:
-    argv = ["squeue", "--noheader", "--format", SQUEUE_FORMAT]
+    argv = ["squeue", "--noheader", "--me", "--format", SQUEUE_FORMAT]
     if names:
         argv += ["--name", ",".join(names)]
     if user:
@@ -78,14 +81,22 @@ def parse_sacct(text: str) -> dict[JobId, SacctRecord]:
     return records
 
 
-def parse_squeue(text: str) -> dict[JobId, tuple[SlurmState, str, str]]:
-    """Parse ``squeue --format SQUEUE_FORMAT`` into job id -> (state, reason, name)."""
-    jobs: dict[JobId, tuple[SlurmState, str, str]] = {}
+@dataclass(frozen=True)
+class QueuedJob:
+    state: SlurmState
+    reason: str
+    workdir: str
+    name: str
+
+
+def parse_squeue(text: str) -> dict[JobId, QueuedJob]:
+    """Parse ``squeue --format SQUEUE_FORMAT`` into job id -> what squeue said of it."""
+    jobs: dict[JobId, QueuedJob] = {}
     for line in text.splitlines():
-        parts = line.rstrip("\r").split("|", 3)
-        if len(parts) != 4 or not JOB_ID_RE.match(parts[0]):
+        parts = line.rstrip("\r").split("|", 4)
+        if len(parts) != 5 or not JOB_ID_RE.match(parts[0]):
             continue
-        jobs[JobId(parts[0])] = (SlurmState.parse(parts[1]), parts[2], parts[3])
+        jobs[JobId(parts[0])] = QueuedJob(SlurmState.parse(parts[1]), parts[2], parts[3], parts[4])
     return jobs
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
 from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
-from remote_chain.models import JobId, SacctRecord, SlurmState
-from remote_chain.sacct import SACCT_FIELDS, SQUEUE_FORMAT, parse_sacct, parse_squeue
+from remote_chain.models import JobId, SacctRecord
+from remote_chain.sacct import SACCT_FIELDS, SQUEUE_FORMAT, QueuedJob, parse_sacct, parse_squeue
 from remote_chain.script import (
     CANCEL_MARKER,
     CHAIN_FILE,
@@ -88,7 +88,7 @@ class Snapshot:
     sacct: dict[JobId, SacctRecord] = field(default_factory=dict)
     sacct_ok: bool = True
     sacct_error: str = ""
-    squeue: dict[JobId, tuple[SlurmState, str, str]] = field(default_factory=dict)
+    squeue: dict[JobId, QueuedJob] = field(default_factory=dict)
     squeue_ok: bool = True
     live_pids: frozenset[str] = frozenset()
 

@@ -95,7 +95,8 @@ done < "$S/accounting"
 """
 
 SQUEUE = """#!/bin/bash
-# Fake squeue: prints the queue in the asked --format (%i %T %r %j), filtered by --name/--jobs.
+# Fake squeue: prints the queue in the asked --format (%i %T %r %Z %j), filtered by --name/--jobs;
+# %Z (the working directory) is the folder of the job's script, as --chdir makes it.
 S=$FAKE_SLURM
 printf '%s\\n' "$*" >> "$S/squeue.calls"
 if [[ -f $S/squeue.fail ]]; then cat "$S/squeue.fail" >&2; exit 1; fi
@@ -118,6 +119,10 @@ while IFS='|' read -r id state reason name; do
   [[ -z $jobs || ",$jobs," == *",$id,"* ]] || continue
   out=$fmt; out=${out//"%i"/"$id"}; out=${out//"%T"/"$state"}
   out=${out//"%r"/"$reason"}; out=${out//"%j"/"$name"}
+  if [[ $out == *%Z* ]]; then
+    wd=$(awk -F '\t' -v i="$id" '$1 == i {print $4}' "$S/jobs" 2>/dev/null); wd=${wd%/*}
+    out=${out//"%Z"/"$wd"}
+  fi
   printf '%s\\n' "$out"
 done < "$S/queue"
 """

@@ -149,13 +149,13 @@ def test_status_is_one_sacct_and_one_squeue_for_all_chains(tmp_path: Path, stubs
     run(render_submit_script(b), stubs)
     (stubs / "calls").unlink()
     (stubs / "sacct.out").write_text("101|COMPLETED|3|0:0|None|s|e\n")
-    (stubs / "squeue.out").write_text("102|RUNNING|None|rc-1:b1\n")
+    (stubs / "squeue.out").write_text(f"102|RUNNING|None|{b.run_dir}/b1|rc-1:b1\n")
     targets = [Target("rc-1", b.run_dir)]
     snap = parse_status_output(run(render_status_script(targets), stubs), targets)
     calls = (stubs / "calls").read_text().splitlines()
     assert [c.split()[0] for c in calls] == ["sacct", "squeue"]
     assert len(snap.runs[0].chains) == 30
     assert snap.sacct["101"].state.value == "COMPLETED"  # type: ignore[index]
-    assert snap.squeue["102"][0].value == "RUNNING"  # type: ignore[index]
+    assert snap.squeue["102"].state.value == "RUNNING"  # type: ignore[index]
     first = {c.benchmark: c.files["first"].content.strip() for c in snap.runs[0].chains}
     assert sorted(first.values()) == [str(i) for i in range(101, 131)]

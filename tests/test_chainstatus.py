@@ -6,10 +6,12 @@ import pytest
 
 from remote_chain.chainstatus import ChainStateName, derive, parse_events
 from remote_chain.models import JobId, SacctRecord, SlurmState
+from remote_chain.sacct import QueuedJob
 from remote_chain.snapshot import ChainFiles, FileRead, Snapshot
 
 S = SlurmState
 NAME = "rc-1:gpqa"
+DIR = "/w/rc-1/c/gpqa"
 
 
 def files(
@@ -45,7 +47,7 @@ def snap(
             for j, (s, by) in (sacct or {}).items()
         },
         sacct_ok=sacct_ok,
-        squeue={JobId(j): (s, "None", NAME) for j, s in (squeue or {}).items()},
+        squeue={JobId(j): QueuedJob(s, "None", DIR, NAME) for j, s in (squeue or {}).items()},
     )
 
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from remote_chain.models import JobId, SlurmState
 from remote_chain.sacct import (
     SACCT_FIELDS,
+    QueuedJob,
     parse_sacct,
     parse_sbatch_parsable,
     parse_squeue,
@@ -59,9 +60,9 @@ def test_parse_state_keeps_the_uid() -> None:
 
 def test_squeue_and_sbatch() -> None:
     """squeue's id|state|reason|name and sbatch --parsable's id[;cluster] are read."""
-    q = parse_squeue("noise\n41|PENDING|Dependency|rc-x:gpqa\n42|RUNNING|None|rc-x:a|b\n")
-    assert q[JobId("41")] == (SlurmState.PENDING, "Dependency", "rc-x:gpqa")
-    assert q[JobId("42")][2] == "rc-x:a|b"
+    q = parse_squeue("noise\n41|PENDING|Dependency|/w/x|rc-x:gpqa\n42|RUNNING|None|/w|rc-x:a|b\n")
+    assert q[JobId("41")] == QueuedJob(SlurmState.PENDING, "Dependency", "/w/x", "rc-x:gpqa")
+    assert q[JobId("42")].name == "rc-x:a|b"
     assert parse_sbatch_parsable("motd\n4711;eos\n") == "4711"
     assert parse_sbatch_parsable("sbatch: error: invalid partition\n") is None
 

@@ -29,10 +29,12 @@ if [[ $RC_EXECUTOR == shell ]]; then
 fi
 namelist=$(IFS=,; echo "${names[*]}")
 for (( round = 0; round < __ROUNDS__; round++ )); do
-  q=$(squeue --noheader --format='%i|%T|%j' --name="$namelist" 2>&1) || { printf 'SQUEUE_FAILED\t%s\n' "$(printf '%s' "$q" | base64 | tr -d '\n')"; sleep 1; continue; }
+  q=$(squeue --noheader --me --format='%i|%T|%Z|%j' --name="$namelist" 2>&1) || { printf 'SQUEUE_FAILED\t%s\n' "$(printf '%s' "$q" | base64 | tr -d '\n')"; sleep 1; continue; }
   pending=() running=()
-  while IFS='|' read -r id state name; do
+  while IFS='|' read -r id state wd name; do
     [[ $id =~ ^[0-9_+]+$ ]] || continue
+    # Same name, other folder: the twin chain of this run on another profile of this cluster.
+    [[ $wd == "$RC_RUN_DIR/${name#"$RC_RUN_ID":}" ]] || continue
     printf 'SEEN\t%s\t%s\t%s\n' "${name#"$RC_RUN_ID":}" "$id" "$state"
     case $state in
       PENDING|REQUEUED|REQUEUE_HOLD|REQUEUE_FED|SUSPENDED) pending+=("$id") ;;

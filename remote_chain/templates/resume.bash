@@ -4,7 +4,8 @@
 for bench in "${RC_BENCHES[@]}"; do
   b="$RC_RUN_DIR/$bench"
   if [[ ! -f $b/job.sh ]]; then printf 'NOBENCH\t%s\n' "$bench"; continue; fi
-  live=$(squeue --noheader --format=%i --name="$RC_RUN_ID:$bench" 2>&1) || { printf 'FAILED\t%s\t%s\n' "$bench" "$(printf '%s' "$live" | base64 | tr -d '\n')"; continue; }
+  live=$(squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { printf 'FAILED\t%s\t%s\n' "$bench" "$(printf '%s' "$live" | base64 | tr -d '\n')"; continue; }
+  live=$(printf '%s\n' "$live" | awk -v d="$b" '$2 == d {print $1}')  # not a twin chain's
   if [[ -n $live ]]; then printf 'LIVE\t%s\t%s\n' "$bench" "$(printf '%s' "$live" | tr '\n' ' ')"; continue; fi
   out=$(sbatch --parsable "$b/job.sh" 2>&1)
   id=$(printf '%s\n' "$out" | grep -E '^[0-9]+(;.*)?$' | tail -n 1); id=${id%%;*}

@@ -62,7 +62,7 @@ if [[ $RC_EXECUTOR == slurm ]]; then
     printf 'SACCT\t%s\t%s\n' "$rc" "$(printf '%s' "$out" | base64 | tr -d '\n')"
   fi
   if (( ${#names[@]} )); then
-    out=$(squeue --noheader --format='__SQUEUE_FORMAT__' --name="$(IFS=,; echo "${names[*]}")" 2>&1); rc=$?
+    out=$(squeue --noheader --me --format='__SQUEUE_FORMAT__' --name="$(IFS=,; echo "${names[*]}")" 2>&1); rc=$?
     printf 'SQUEUE\t%s\t%s\n' "$rc" "$(printf '%s' "$out" | base64 | tr -d '\n')"
   fi
 fi
