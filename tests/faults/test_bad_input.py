@@ -548,11 +548,13 @@ def test_a_workdir_the_cluster_cannot_use_is_a_config_error(
     lab: Lab, tally: Tally, kind: str
 ) -> None:
     """A workdir the cluster cannot write: exit 2 naming profile, workdir and host; nothing made."""
-    base = Path(lab.workdir) / "badinput-remote"
-    base.mkdir(mode=0o755, exist_ok=True)  # root-owned: the test user cannot write in it
+    # Root-owned, so the test user cannot write in it; one per test, as other runs of this
+    # suite may share the cluster at the same time.
+    base = Path(lab.workdir) / f"badinput-remote-{secrets.token_hex(4)}"
+    base.mkdir(mode=0o755)
     if kind == "workdir not writable":
         workdir = base / "readonly"
-        workdir.mkdir(mode=0o755, exist_ok=True)
+        workdir.mkdir(mode=0o755)
     else:
         workdir = base / "afile"
         workdir.write_text("not a folder\n")

@@ -84,14 +84,15 @@ async def test_a_changed_host_key_is_refused_before_anything_is_sent(
     with RecordingProxy(lab.dev.ssh_port["local"]) as proxy:
         known = lab.root / "spoofed_known_hosts"
         known.write_text(f"[{HOST}]:{proxy.port} {other}\n" if kind == "changed" else "")
-        lab.profile("spoofed", port=proxy.port)
+        # A workdir of its own: other runs of this suite may share the cluster at the same time.
+        workdir = Path(lab.workdir) / f"spoofed-{secrets.token_hex(4)}"
+        lab.profile("spoofed", port=proxy.port, workdir=str(workdir))
         profile = lab.clusters / "spoofed.toml"
         known_line = f"known_hosts = {json.dumps(str(lab.known_hosts))}"
         profile.write_text(
             profile.read_text().replace(known_line, f"known_hosts = {json.dumps(str(known))}")
         )
         config = lab.config({"benchmarks": {"a": {"command": "touch /tmp/rc-faults-never"}}})
-        before = listing(Path(lab.workdir))
         tally.injected(fault)
         async with lab.orchestrator() as rc:
             result = await rc.submit(config, ["spoofed"])
@@ -115,7 +116,7 @@ async def test_a_changed_host_key_is_refused_before_anything_is_sent(
         assert set(types) <= set(KEX_MESSAGES), f"sent {types} before the host key was trusted"
         assert 20 in types, types  # KEXINIT: the parse did see the key exchange
         assert NEWKEYS not in types  # nothing encrypted (auth, commands) was ever sent
-    assert listing(Path(lab.workdir)) == before
+    assert not workdir.exists(), listing(workdir)
     tally.survived(fault)
 
 
