@@ -50,6 +50,7 @@ from remote_chain.config import ClusterProfile
 from remote_chain.errors import (
     CommandFailedError,
     ConfigError,
+    ConnectError,
     RemoteChainError,
     RemoteError,
     SubmitError,
@@ -143,9 +144,32 @@ class ClusterSession:
     async def remote(self) -> Remote:
         async with self._lock:
             if self._remote is None:
-                self._remote = await self._opener(endpoint_for(self.profile, self.settings))
+                self._remote = await self._first_connect()
                 self._connected_once = True
             return self._remote
+
+    async def _first_connect(self) -> Remote:
+        """Connect; a refused or reset connection is tried again, all within one connect
+        timeout (an sshd restarting for a second is survived, a dead host is reported in time).
+        """
+        endpoint = endpoint_for(self.profile, self.settings)
+        deadline = anyio.current_time() + self.settings.connect_timeout
+        pause, last = 0.25, None
+        while True:
+            try:
+                if last is None:  # the first try is bounded by its own connect timeout
+                    return await self._opener(endpoint)
+                with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
+                    return await self._opener(endpoint)
+                raise last  # the budget ran out during this try
+            except ConnectError as exc:
+                last = exc
+                left = deadline - anyio.current_time()
+                if left <= pause + 0.5:
+                    raise
+                self.log.info("ssh_connect_retrying", error=str(exc), seconds_left=round(left, 1))
+                await anyio.sleep(pause)
+                pause = min(pause * 2, 2.0)
 
     async def reconnect(self) -> None:
         async with self._lock:
