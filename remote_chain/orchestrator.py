@@ -17,8 +17,7 @@ import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self, TypeVar
+from typing import TypeVar
 
 import anyio
 import structlog
@@ -45,7 +44,7 @@ from remote_chain.plan import (
     run_dir,
     select_benchmarks,
 )
-from remote_chain.remote import open_remote
+from remote_chain.remote import ClosingContext, open_remote
 from remote_chain.settings import Settings
 from remote_chain.snapshot import Target
 
@@ -231,7 +230,7 @@ class DoctorResult:
 RESUMABLE_STATES = frozenset({ChainStateName.FAILED, ChainStateName.STOPPED})
 
 
-class Orchestrator:
+class Orchestrator(ClosingContext):
     """The whole client: profiles, sessions (one per cluster), the local index, the flows."""
 
     def __init__(
@@ -249,17 +248,6 @@ class Orchestrator:
         self._opener = opener
         self._retry = retry
         self._sessions: dict[str, ClusterSession] = {}
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
