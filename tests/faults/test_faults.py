@@ -301,6 +301,13 @@ def test_unreachable_cluster_exits_3_naming_the_host_within_the_connect_timeout(
 # --- sshd restarted during a multi-cluster status -------------------------------------------
 
 
+def restarted_proxy(target_port: int, listen_port: int) -> Proxy:
+    """A proxy listening again on the port of one that was closed (sshd back after a restart)."""
+    proxy = Proxy(target_port, listen_port=listen_port)
+    proxy.__enter__()
+    return proxy
+
+
 @pytest.mark.anyio
 @pytest.mark.parametrize("comes_back", [True, False], ids=["restarted", "stays-down"])
 async def test_status_over_two_clusters_survives_one_sshd_restart(
@@ -338,20 +345,21 @@ async def test_status_over_two_clusters_survives_one_sshd_restart(
                     tg.start_soon(status)
                     await anyio.sleep(0.8)  # flaky's connection is being set up or used
                     assert not box, "the status ended before the restart"
-                    first.close()  # sshd gone: RST, then refused
+                    # Stopping and starting a proxy blocks (its own loop, in a thread): keep
+                    # the client's event loop running meanwhile, as a real sshd restart would.
+                    await blocking(first.close)  # sshd gone: RST, then refused
                     if comes_back:
                         await anyio.sleep(1.5)
-                        second = Proxy(lab.dev.ssh_port["local"], listen_port=port)
-                        second.__enter__()
+                        second = await blocking(restarted_proxy, lab.dev.ssh_port["local"], port)
             elapsed = time.monotonic() - started
             if second is not None:
-                second.close()
+                await blocking(second.close)
     result = box[0]
     steady = [c for c in result.chains if c.cluster == "steady"]
     assert sorted(c.benchmark for c in steady) == ["a", "b"], result.to_json()
     assert all(c.state is ChainStateName.PENDING for c in steady)
     if comes_back:
-        assert not result.failures, result.to_json()
+        assert not result.failures, (result.to_json(), logs)
         flaky = sorted(c.benchmark for c in result.chains if c.cluster == "flaky")
         assert flaky == ["a", "b"], result.to_json()
         assert second is not None
