@@ -60,7 +60,7 @@ QUICK = os.environ.get("REMOTE_CHAIN_FAULTS_QUICK", "") not in ("", "0")
 REPORT_ENV = "REMOTE_CHAIN_FAULTS_REPORT"
 
 LOCK_NAME = ".outage.lock"
-LOCK_WAIT_S = 900.0
+LOCK_WAIT_S = 540.0  # below the 600-900 s timeouts of the tests that wait longest
 # A slurmdbd or sshd outage of another suite lasts about a minute (docs/dev-cluster.md).
 OUTAGE_WAIT_S = 300.0
 OUTAGE_COMPONENTS = frozenset({"slurmdbd", "sshd"})
@@ -124,27 +124,40 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 # --- the shared cluster: lock and liveness ----------------------------------------------------
 
 
+def _flock(fd: int, mode: int, deadline: float, what: Path) -> None:
+    while True:
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                kind = "exclusive" if mode == fcntl.LOCK_EX else "shared"
+                raise RuntimeError(f"no {kind} lock on {what} within the wait") from None
+            time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def outage_lock(state_dir: Path, *, exclusive: bool, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
-    """Hold ``<state_dir>/.outage.lock``: exclusive to stop slurmdbd/sshd, shared otherwise."""
-    fd = os.open(state_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+    """Hold ``<state_dir>/.outage.lock``: exclusive to stop slurmdbd/sshd, shared otherwise.
+
+    Writer-preferring: everyone passes through ``.outage.lock.gate`` (held exclusively, and
+    briefly by a shared taker), and an outage keeps the gate while it waits for the running
+    tests to finish, so a stream of overlapping shared holders from several processes cannot
+    starve it (``flock`` itself does not queue an exclusive request ahead of shared ones).
+    """
+    deadline = time.monotonic() + wait_s
+    main_path, gate_path = state_dir / LOCK_NAME, state_dir / (LOCK_NAME + ".gate")
+    gate = os.open(gate_path, os.O_RDWR | os.O_CREAT, 0o666)
+    main = os.open(main_path, os.O_RDWR | os.O_CREAT, 0o666)
     try:
-        mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    kind = "exclusive" if exclusive else "shared"
-                    raise RuntimeError(
-                        f"no {kind} {state_dir / LOCK_NAME} within {wait_s:g} s"
-                    ) from None
-                time.sleep(0.5)
+        _flock(gate, fcntl.LOCK_EX, deadline, gate_path)
+        _flock(main, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, deadline, main_path)
+        if not exclusive:
+            fcntl.flock(gate, fcntl.LOCK_UN)  # let the next taker through at once
         yield
     finally:
-        os.close(fd)  # releases the flock
+        os.close(main)  # closing releases the flocks
+        os.close(gate)
 
 
 def _stopped(status_text: str) -> set[str]:

@@ -65,6 +65,9 @@ PROXY_DELAY_MS = 40  # one way: time to cut between "script done" and "reply rea
 CLI_SLACK_S = 3.0  # interpreter start and imports of a CLI process, on top of a timeout
 DEAD_CONNECT_TIMEOUT_S = 5
 SCHEDULER_PASSES_S = 6  # three of the dev cluster's sched_interval=2 passes
+# How long a queued job may wait to start: the two 8-CPU nodes are shared with other suites,
+# whose jobs may hold every CPU for a while.
+START_WAIT_S = 180
 
 
 def new_run_id(kind: str) -> str:
@@ -244,6 +247,7 @@ def free_port() -> int:
         return port
 
 
+@pytest.mark.timeout(900)  # the exclusive outage lock may wait for other suites' tests
 @pytest.mark.parametrize("kind", ["sshd stopped", "port refused", "host silent"])
 def test_unreachable_cluster_exits_3_naming_the_host_within_the_connect_timeout(
     request: pytest.FixtureRequest, tally: Tally, kind: str
@@ -398,7 +402,7 @@ def later_decision(run_dir: Path, benchmark: str) -> list[str] | None:
 
 
 @pytest.mark.anyio
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)  # the exclusive outage lock may wait for other suites' tests
 async def test_accounting_outage_status_unknown_prologue_waits_then_all_right(
     outage_lab: Lab, tally: Tally
 ) -> None:
@@ -430,7 +434,7 @@ async def test_accounting_outage_status_unknown_prologue_waits_then_all_right(
             lagged = event_jobs(events_of(run_dir, "lagged"), "runner_start")
             return True if states.get(killed_id) == "RUNNING" and lagged else None
 
-        await await_until(running, timeout=60, what="both chains running")
+        await await_until(running, timeout=START_WAIT_S, what="both chains running")
         # An admin (uid 0) kills the job: only sacct can tell what became of it.
         await blocking(slurm, "local", "scancel", killed_id)
         await blocking(sacct_final, "local", [killed_id])
@@ -580,7 +584,7 @@ def _sbatch_as_user(lab: Lab, cluster: str, command: str) -> str:
 
 
 @pytest.mark.anyio
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("situation", SITUATIONS)
 async def test_cancel_races_start_nothing_after_cancel(
     lab: Lab, tally: Tally, situation: str
@@ -611,10 +615,10 @@ async def test_cancel_races_start_nothing_after_cancel(
         name = f"{run_id}:{bench}"
         if situation == "successor pending":
             check = functools.partial(_both_queued, cluster, name)
-            await await_until(check, timeout=90, what=f"{name}: running + pending")
+            await await_until(check, timeout=START_WAIT_S, what=f"{name}: running + pending")
         elif situation == "link in its prologue":
             check = functools.partial(_link1_done, cluster, name, run_dir, bench)
-            await await_until(check, timeout=90, what=f"{name}: link 1 done")
+            await await_until(check, timeout=START_WAIT_S, what=f"{name}: link 1 done")
             # A link whose predecessor accounting never shows: its prologue keeps looking.
             job = run_dir / bench / "job.sh"
             command = f"sbatch --parsable {job} {INVISIBLE_JOB}"
@@ -622,10 +626,10 @@ async def test_cancel_races_start_nothing_after_cancel(
                 job_id = await blocking(_sbatch_as_user, lab, cluster, command)
             injected[(profile, bench)] = job_id
             check = functools.partial(_in_lookup_loop, run_dir / bench / "logs" / f"{job_id}.log")
-            await await_until(check, timeout=90, what=f"{name}: link in its lookup loop")
+            await await_until(check, timeout=START_WAIT_S, what=f"{name}: link in its lookup loop")
         else:
             check = functools.partial(_runner_started, run_dir, bench)
-            await await_until(check, timeout=90, what=f"{name}: link 1 running")
+            await await_until(check, timeout=START_WAIT_S, what=f"{name}: link 1 running")
 
     # The lookup window of the injected links is far longer than the test.
     async with lab.orchestrator(lookup_timeout=600) as rc:
@@ -692,7 +696,7 @@ def _restarted(run_dir: Path, link2: str) -> bool | None:
 
 
 @pytest.mark.anyio
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 async def test_requeue_of_a_running_link_keeps_one_successor_and_the_counts(
     lab: Lab, tally: Tally
 ) -> None:
@@ -717,14 +721,14 @@ async def test_requeue_of_a_running_link_keeps_one_successor_and_the_counts(
             fault = "requeue of a running link"
             run_dir = lab.run_dir(run_id, profile)
             running = functools.partial(_running_twice, run_dir)
-            link1, link2 = await await_until(running, timeout=90, what="link 2 running")
+            link1, link2 = await await_until(running, timeout=START_WAIT_S, what="link 2 running")
             counts = {f: (run_dir / "rq" / f).read_text() for f in (RETRIES_FILE, WALLTIME_FILE)}
             assert counts[RETRIES_FILE].strip() == "1"
             tally.injected(fault)
             requeued = await blocking(slurm, cluster, "scontrol", "requeue", link2)
             assert requeued.returncode == 0, requeued.stderr
             again = functools.partial(_restarted, run_dir, link2)
-            await await_until(again, timeout=120, what="link 2 to run again")
+            await await_until(again, timeout=START_WAIT_S, what="link 2 to run again")
             lab.open_gate(run_id, profile, "rq", 2, 0)
             with anyio.fail_after(120):
                 while True:
@@ -791,6 +795,7 @@ def slurmd_lines(lab: Lab, cluster: str, job_id: str) -> list[str]:
 
 
 @pytest.mark.anyio
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("kind", CORRUPTIONS)
 async def test_corrupt_state_stops_the_chain_safely_and_status_names_it(
     lab: Lab, tally: Tally, kind: str
@@ -809,7 +814,7 @@ async def test_corrupt_state_stops_the_chain_safely_and_status_names_it(
         submitted = await rc.submit(config, ["bad"], run_id=run_id)
         assert submitted.ok, submitted.to_json()
         running = functools.partial(_link1_running, run_dir)
-        (link1,) = await await_until(running, timeout=90, what="link 1 running")
+        (link1,) = await await_until(running, timeout=START_WAIT_S, what="link 1 running")
         (link2,) = event_jobs(events_of(run_dir, "x"), "successor")
         tally.injected(fault)
         try:
