@@ -182,9 +182,8 @@ class ThreadedProxy:
         self._loop.call_soon_threadsafe(self.proxy.cut_all)
 
 
-async def _main(args: argparse.Namespace) -> None:
-    host, _, port = args.target.rpartition(":")
-    proxy = DelayProxy(host, int(port), delay_ms=args.delay_ms, listen_port=args.listen_port)
+async def serve_until_signalled(proxy: DelayProxy) -> None:
+    """Start ``proxy``, print ``PORT <n>``, and serve until SIGTERM or SIGINT."""
     await proxy.start()
     print(f"PORT {proxy.port}", flush=True)
     stop = asyncio.Event()
@@ -193,6 +192,12 @@ async def _main(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await proxy.stop()
+
+
+async def _main(args: argparse.Namespace) -> None:
+    host, _, port = args.target.rpartition(":")
+    proxy = DelayProxy(host, int(port), delay_ms=args.delay_ms, listen_port=args.listen_port)
+    await serve_until_signalled(proxy)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from netproxy import DelayProxy
+from netproxy import DelayProxy, serve_until_signalled
 
 
 class _LoggingReader:
@@ -83,15 +82,7 @@ class FlightProxy(DelayProxy):
 
 async def _main(args: argparse.Namespace, events: IO[str]) -> None:
     host, _, port = args.target.rpartition(":")
-    proxy = FlightProxy(host, int(port), delay_ms=args.delay_ms, events=events)
-    await proxy.start()
-    print(f"PORT {proxy.port}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
-    await proxy.stop()
+    await serve_until_signalled(FlightProxy(host, int(port), delay_ms=args.delay_ms, events=events))
 
 
 if __name__ == "__main__":
