@@ -107,7 +107,7 @@ def _global_options(
         typer.Option(
             "--log-format",
             case_sensitive=False,
-            help="Logs on stderr: console or json (default: console on a terminal, else json).",
+            help="Logs on stderr: console (human text, the default) or json.",
         ),
     ] = None,
     verbose: Annotated[
@@ -213,7 +213,8 @@ def _prepare(ctx: typer.Context, *, json_output: bool) -> Invocation:
 
     g = ctx.obj if isinstance(ctx.obj, Globals) else Globals(None, None, 0)
     settings = load_settings()
-    fmt = g.log_format or settings.log_format or ("json" if json_output else None)
+    # Human text unless asked for JSON, even with --json (stdout's format, not stderr's).
+    fmt = g.log_format or settings.log_format
     configure_logging(fmt, g.verbosity)
     return Invocation(g, settings, json_output)
 

@@ -107,6 +107,7 @@ def endpoint_for(profile: ClusterProfile, settings: Settings) -> Endpoint:
         known_hosts=profile.known_hosts,
         proxy_jump=profile.proxy_jump,
         control_path=profile.control_path,
+        ssh_config=profile.ssh_config or settings.ssh_config,
         transport=profile.transport,
         connect_timeout=settings.connect_timeout,
         command_timeout=settings.command_timeout,
@@ -149,27 +150,24 @@ class ClusterSession:
             return self._remote
 
     async def _first_connect(self) -> Remote:
-        """Connect; a refused or reset connection is tried again, all within one connect
-        timeout (an sshd restarting for a second is survived, a dead host is reported in time).
+        """Connect; a refused or reset connection is tried again for ``connect_retry``
+        seconds (an sshd restarting for a second is survived, a dead host fails at once, as
+        with ``ssh``). A name that does not resolve, or a host that does not answer within
+        the connect timeout, is not tried again: each try would cost the same.
         """
         endpoint = endpoint_for(self.profile, self.settings)
-        deadline = anyio.current_time() + self.settings.connect_timeout
-        pause, last = 0.25, None
+        deadline = anyio.current_time() + self.settings.connect_retry
+        pause = 0.25
         while True:
             try:
-                if last is None:  # the first try is bounded by its own connect timeout
-                    return await self._opener(endpoint)
-                with anyio.move_on_after(max(0.0, deadline - anyio.current_time())):
-                    return await self._opener(endpoint)
-                raise last  # the budget ran out during this try
+                return await self._opener(endpoint)
             except ConnectError as exc:
-                last = exc
                 left = deadline - anyio.current_time()
-                if left <= pause + 0.5:
+                if left <= 0:
                     raise
                 self.log.info("ssh_connect_retrying", error=str(exc), seconds_left=round(left, 1))
-                await anyio.sleep(pause)
-                pause = min(pause * 2, 2.0)
+                await anyio.sleep(min(pause, left))
+                pause = min(pause * 2, 1.0)
 
     async def reconnect(self) -> None:
         async with self._lock:

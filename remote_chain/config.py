@@ -498,12 +498,14 @@ class ClusterProfile(_Frozen):
 
     name: Annotated[StrictStr, AfterValidator(_check_name)]
     host: Annotated[StrictStr, AfterValidator(_host)]
-    port: StrictInt = Field(default=22, ge=1, le=65535)
+    # None: the ssh config's Port, else 22. A set field overrides the ssh config, like `ssh -p`.
+    port: StrictInt | None = Field(default=None, ge=1, le=65535)
     user: Annotated[StrictStr, AfterValidator(_ssh_word)] | None = None
     identity_file: LocalPath | None = None
     known_hosts: LocalPath | None = None
     proxy_jump: Annotated[StrictStr, AfterValidator(_ssh_word)] | None = None
     control_path: Annotated[StrictStr, AfterValidator(_one_line)] | None = None
+    ssh_config: LocalPath | None = None  # read instead of ~/.ssh/config (ssh -F)
     workdir: Annotated[StrictStr, AfterValidator(_workdir)]
     executor: Literal["slurm", "shell"] = "slurm"
     transport: Literal["asyncssh", "openssh"] = "asyncssh"
@@ -523,7 +525,7 @@ class ClusterProfile(_Frozen):
 
         Separate from loading, so ``render`` and ``clusters`` work on a machine without keys.
         """
-        for field in ("identity_file", "known_hosts"):
+        for field in ("identity_file", "known_hosts", "ssh_config"):
             path: Path | None = getattr(self, field)
             if path is None:
                 continue

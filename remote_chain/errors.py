@@ -6,6 +6,7 @@
     ├── ConfigError            bad YAML/TOML, unknown cluster, invalid field (names file and field)
     ├── RemoteError            transport failures, always carrying the cluster/host
     │   ├── ConnectError       transient: refused, reset, unreachable
+    │   ├── HostNotFoundError  the name does not resolve: fails at once, never retried
     │   ├── RemoteTimeout      transient: a connect or command took too long
     │   ├── AuthenticationError  never retried
     │   ├── HostKeyError       never retried: unknown or changed host key
@@ -63,6 +64,14 @@ class ConnectError(RemoteError):
 
 class RemoteTimeout(RemoteError):
     transient = True
+
+
+class HostNotFoundError(RemoteError):
+    """The host name (or a jump host's) does not resolve: like ``ssh``, fail at once.
+
+    Not transient for a single command (a typo does not heal); ``wait`` still counts it as
+    unreachable and keeps trying, since DNS may come back during a long wait.
+    """
 
 
 class AuthenticationError(RemoteError):

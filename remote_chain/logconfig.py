@@ -5,7 +5,9 @@ The CLI calls ``configure_logging`` once per invocation (STYLE.md §6):
 - every record, ours (structlog) and foreign (asyncssh's stdlib ``logging``), goes through
   one stdlib handler whose ``ProcessorFormatter`` renders it, so both look the same;
 - stderr only: stdout holds results (tables, the one ``--json`` document);
-- the console renderer on a TTY, JSON lines otherwise or with ``--log-format json``;
+- human text (the console renderer, colours only on a terminal) whether or not stderr is a
+  terminal: CI logs are read by people, as with ``gh`` and ``kubectl``; JSON lines only
+  with ``--log-format json`` (or ``REMOTE_CHAIN_LOG_FORMAT=json``);
 - WARNING by default, INFO with ``-v``, DEBUG with ``-vv``; asyncssh, which logs every
   channel at INFO, stays at WARNING unless ``-vv``;
 - ``redact_secrets`` replaces the value of any key named like secret/password/token/key,
@@ -87,10 +89,10 @@ def _renderer(fmt: LogFormat, *, colors: bool) -> list[Processor]:
     return [structlog.dev.ConsoleRenderer(colors=colors)]
 
 
-def resolve_format(fmt: str | None, *, stderr_is_tty: bool) -> LogFormat:
-    """``fmt`` if given, else console on a terminal and JSON otherwise."""
+def resolve_format(fmt: str | None) -> LogFormat:
+    """``fmt`` if given, else console (human text), terminal or not (STYLE.md §6)."""
     if fmt is None:
-        return "console" if stderr_is_tty else "json"
+        return "console"
     if fmt not in LOG_FORMATS:
         raise ValueError(f"unknown log format {fmt!r}: use {' or '.join(LOG_FORMATS)}")
     return fmt
@@ -99,7 +101,7 @@ def resolve_format(fmt: str | None, *, stderr_is_tty: bool) -> LogFormat:
 def configure_logging(fmt: str | None, verbosity: int) -> None:
     """Configure structlog and stdlib logging for this process (idempotent: last call wins)."""
     tty = _isatty(sys.stderr)
-    resolved = resolve_format(fmt, stderr_is_tty=tty)
+    resolved = resolve_format(fmt)
     level = level_for(verbosity)
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,

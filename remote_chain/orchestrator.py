@@ -44,6 +44,7 @@ from remote_chain.plan import (
     run_dir,
     select_benchmarks,
 )
+from remote_chain.reachability import Outages
 from remote_chain.remote import ClosingContext, open_remote
 from remote_chain.settings import Settings
 from remote_chain.snapshot import Target
@@ -279,7 +280,8 @@ class Orchestrator(ClosingContext):
             try:
                 results[name] = await work(name)
             except RemoteChainError as exc:
-                log.warning("cluster_failed", cluster=name, error=str(exc))
+                # debug only: the command reports each failure once, itself (issue 11 §2).
+                log.debug("cluster_failed", cluster=name, error=str(exc))
                 failures.append(ClusterFailure(name, exc))
 
         async with anyio.create_task_group() as tg:
@@ -454,6 +456,7 @@ class Orchestrator(ClosingContext):
         """Block until every chain ended; poll quickly first, then settle at poll_interval."""
         interval = first_interval
         deadline = None if timeout is None else anyio.current_time() + timeout
+        outages = Outages(self.settings.wait_unreachable)
         while True:
             result = await self.status(
                 run_id, clusters=clusters, benchmarks=benchmarks, retry_lag=False
@@ -462,10 +465,10 @@ class Orchestrator(ClosingContext):
                 on_poll(result)
             if result.chains and result.ended:
                 return result
-            for f in result.failures:  # dropped connection: the session reconnects next poll
-                if isinstance(f.error, RemoteError) and not f.error.transient:
-                    raise f.error
+            # Config, auth and host-key errors end the wait at once; an unreachable cluster
+            # is polled again (the session reconnects) until it was down too long.
             now = anyio.current_time()
+            outages.check(self._targets(run_id, clusters, benchmarks), result.failures, now)
             if deadline is not None and now >= deadline:
                 raise WaitTimeout(result)
             pause = interval if deadline is None else min(interval, max(0.0, deadline - now))

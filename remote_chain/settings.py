@@ -37,7 +37,17 @@ class Settings(BaseSettings):
     # Local state (the run index); default $XDG_STATE_HOME/remote-chain, see state_home().
     state_dir: Path | None = None
     log_format: Literal["console", "json"] | None = None
-    connect_timeout: float = Field(default=15, gt=0)
+    # None: the ssh config's ConnectTimeout for the host, else DEFAULT_CONNECT_TIMEOUT
+    # (remote/sshconfig.py), as issue 11 asks: an explicit setting beats the ssh config.
+    connect_timeout: float | None = Field(default=None, gt=0)
+    # A refused connection is tried again for this long (an sshd restarting), no longer:
+    # a dead host fails within a few seconds, as with `ssh`.
+    connect_retry: float = Field(default=2, ge=0, le=300)
+    # `wait` gives up (exit 3) after a cluster was unreachable this long without a break.
+    wait_unreachable: float = Field(default=15 * 60, gt=0)
+    # The ssh config file to read instead of ~/.ssh/config and /etc/ssh/ssh_config (ssh -F);
+    # a profile's own `ssh_config` wins over this.
+    ssh_config: Path | None = None
     command_timeout: float = Field(default=120, gt=0)
     keepalive_interval: float = Field(default=15, gt=0)
     # Concurrent channels per connection: below OpenSSH's default MaxSessions of 10, leaving

@@ -111,7 +111,10 @@ async def test_without_a_master_the_error_names_the_command_that_opens_one(
     endpoint = dataclasses.replace(_endpoint(control_path), port=2222, user="alice")
     with pytest.raises(AuthenticationError) as caught:
         await open_remote(endpoint)
-    expected = f"ssh -fNM -o ControlPath={control_path} -p 2222 -l alice {ALIAS}"
+    expected = (
+        f"ssh -fNM -o ControlPath={control_path} -p 2222 -l alice "
+        f"-o StrictHostKeyChecking=yes {ALIAS}"
+    )
     assert master_command(endpoint) == expected
     assert str(caught.value).startswith("mfa-site: ")
     assert expected in str(caught.value)

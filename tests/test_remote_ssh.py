@@ -176,7 +176,7 @@ async def test_changed_host_key_is_refused(sshd: Sshd, tmp_path: Path) -> None:
 async def test_missing_known_hosts_file_is_a_host_key_error(tmp_path: Path) -> None:
     """Without a known_hosts file nothing can be verified, so no connection is attempted."""
     endpoint = Endpoint(name="nowhere", host=HOST, port=free_port(), known_hosts=tmp_path / "nope")
-    with pytest.raises(HostKeyError, match="does not exist"):
+    with pytest.raises(HostKeyError, match="no known_hosts file exists"):
         await open_remote(endpoint)
 
 

@@ -59,7 +59,7 @@ def test_environment_overrides_dotenv_and_defaults(monkeypatch: pytest.MonkeyPat
     assert settings.max_channels == 4
     assert settings.poll_interval == 5
     assert settings.log_format == "json"
-    assert settings.connect_timeout == 15
+    assert settings.connect_timeout is None  # the ssh config's ConnectTimeout, else 15 s
 
 
 def test_invalid_value_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:

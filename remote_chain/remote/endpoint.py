@@ -14,7 +14,10 @@ class Endpoint:
     """One cluster's SSH coordinates and limits.
 
     ``name`` is the cluster's name and is what every error names; ``host`` may be an
-    ``~/.ssh/config`` alias. ``None`` means "leave it to ssh config, then the defaults".
+    ``~/.ssh/config`` alias. ``None`` means "leave it to ssh config, then the defaults": a
+    field set here overrides the ssh config, as ``ssh -p/-l/-i/-J/-F`` do (issue 11).
+    ``ssh_config`` replaces ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` (``ssh -F``).
+    ``known_hosts``, when set, is used for every hop, jump hosts included.
     """
 
     name: str
@@ -25,8 +28,9 @@ class Endpoint:
     known_hosts: Path | None = None
     proxy_jump: str | None = None
     control_path: str | None = None
+    ssh_config: Path | None = None
     transport: Transport = "asyncssh"
-    connect_timeout: float = 15
+    connect_timeout: float | None = None  # None: ssh config's ConnectTimeout, else 15 s
     command_timeout: float = 120
     keepalive_interval: float = 15
     # OpenSSH's MaxSessions defaults to 10 and the server counts a channel until its close

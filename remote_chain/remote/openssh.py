@@ -12,15 +12,26 @@ import math
 import shlex
 import subprocess
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import anyio
 import structlog
 
-from remote_chain.errors import AuthenticationError, ConnectError, RemoteError, RemoteTimeout
+from remote_chain.errors import (
+    AuthenticationError,
+    ConfigError,
+    ConnectError,
+    HostKeyError,
+    HostNotFoundError,
+    RemoteError,
+    RemoteTimeout,
+)
 from remote_chain.remote import ClosingContext, CommandResult, result_from_output
 from remote_chain.remote.endpoint import Endpoint
 from remote_chain.remote.markers import REMOTE_COMMAND, inline_command, wrap
+from remote_chain.remote.sshconfig import DEFAULT_CONNECT_TIMEOUT, split_jump
 
 _log = structlog.get_logger()
 
@@ -30,10 +41,35 @@ SSH = "ssh"
 SSH_FAILED = 255
 
 
-def _target_options(endpoint: Endpoint) -> list[str]:
+# ssh's exit and stderr when it failed itself, mapped to our classes (ssh has no structured
+# errors; these are its own messages, stable across OpenSSH 7-9).
+_STDERR_CLASSES: tuple[tuple[str, type[RemoteError]], ...] = (
+    ("Could not resolve hostname", HostNotFoundError),
+    ("Host key verification failed", HostKeyError),
+    ("host key for", HostKeyError),
+    ("Permission denied", AuthenticationError),
+    ("timed out", RemoteTimeout),
+)
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """What ``ssh -G`` says about the target, and the options that follow from it."""
+
+    options: tuple[str, ...]
+    connect_timeout: float
+    control_path: str | None
+
+
+def _config_options(endpoint: Endpoint) -> list[str]:
+    return ["-F", str(endpoint.ssh_config.expanduser())] if endpoint.ssh_config else []
+
+
+def _target_options(endpoint: Endpoint, extra: Sequence[str] = ()) -> list[str]:
     """Options naming the target, shared by the master command and every client: ``%h``,
-    ``%p`` and ``%r`` in a ControlPath expand from these, so both sides must agree."""
-    options: list[str] = []
+    ``%p`` and ``%r`` in a ControlPath expand from these, so both sides must agree. Only the
+    profile's set fields: the rest is the ssh config's (issue 11)."""
+    options: list[str] = _config_options(endpoint)
     if endpoint.control_path is not None:
         options += ["-o", f"ControlPath={endpoint.control_path}"]
     if endpoint.port is not None:
@@ -42,24 +78,24 @@ def _target_options(endpoint: Endpoint) -> list[str]:
         options += ["-l", endpoint.user]
     if endpoint.identity_file is not None:
         options += ["-i", str(endpoint.identity_file)]
+    # Host keys are always verified, whatever the config says (never accept-new).
+    options += ["-o", "StrictHostKeyChecking=yes"]
     if endpoint.known_hosts is not None:
         options += ["-o", f"UserKnownHostsFile={endpoint.known_hosts}"]
-    if endpoint.proxy_jump is not None:
-        options += ["-J", endpoint.proxy_jump]
-    return options
+    return options + list(extra)
 
 
-def master_command(endpoint: Endpoint) -> str:
+def master_command(endpoint: Endpoint, extra: Sequence[str] = ()) -> str:
     """The shell command a user runs (and answers MFA in) to open the ControlMaster."""
-    return shlex.join([SSH, "-fNM", *_target_options(endpoint), endpoint.host])
+    return shlex.join([SSH, "-fNM", *_target_options(endpoint, extra), endpoint.host])
 
 
-def _check_argv(endpoint: Endpoint) -> list[str]:
+def _check_argv(endpoint: Endpoint, resolved: _Resolved) -> list[str]:
     return [
         SSH,
         "-o",
         "BatchMode=yes",
-        *_target_options(endpoint),
+        *_target_options(endpoint, resolved.options),
         "-O",
         "check",
         "--",
@@ -67,19 +103,71 @@ def _check_argv(endpoint: Endpoint) -> list[str]:
     ]
 
 
-def _run_argv(endpoint: Endpoint, command: str = REMOTE_COMMAND) -> list[str]:
+def _run_argv(endpoint: Endpoint, resolved: _Resolved, command: str = REMOTE_COMMAND) -> list[str]:
     return [
         SSH,
         "-T",  # no pty: stdout and stderr stay apart, no \r\n translation
         "-o", "BatchMode=yes",
         "-o", "ControlMaster=no",  # use the master, never become one
-        "-o", f"ConnectTimeout={math.ceil(endpoint.connect_timeout)}",
+        "-o", f"ConnectTimeout={math.ceil(resolved.connect_timeout)}",
         "-o", f"ServerAliveInterval={math.ceil(endpoint.keepalive_interval)}",
-        *_target_options(endpoint),
+        *_target_options(endpoint, resolved.options),
         "--",
         endpoint.host,
         command,
     ]  # fmt: skip
+
+
+def parse_ssh_g(text: str) -> dict[str, list[str]]:
+    """``ssh -G`` output: one ``key value...`` per line, keys lower case; repeats collected."""
+    options: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key:
+            options.setdefault(key.lower(), []).append(value.strip())
+    return options
+
+
+def refuse_unchecked(options: dict[str, list[str]], what: str, source: str) -> None:
+    """A ``ConfigError`` if the resolved options turn host-key checking off (issue 14.3)."""
+    strict = (options.get("stricthostkeychecking") or [""])[0].lower()
+    known = " ".join(options.get("userknownhostsfile") or [])
+    problem = None
+    if strict in ("false", "no", "off"):
+        problem = f"StrictHostKeyChecking {strict}"
+    elif any(part.lower() in ("none", "/dev/null") for part in known.split()):
+        problem = f"UserKnownHostsFile {known}"
+    if problem is not None:
+        raise ConfigError(
+            f"the ssh config turns host-key checking off for {what} ({problem}); "
+            "remote-chain always verifies host keys, of jump hosts too: remove that line "
+            "for this host, or name a real known_hosts file in the profile's `known_hosts`",
+            source=source,
+        )
+
+
+def _proxy_command(endpoint: Endpoint, hops: Sequence[str]) -> str:
+    """A ProxyCommand reaching the last of ``hops`` through the ones before it, each hop
+    verified strictly against the profile's known_hosts and using its identity: ``-J``
+    would start the hop's ssh without our ``-o``/``-i`` options (issue 14.3)."""
+    command = ""
+    for spec in hops:
+        user, host, port = split_jump(spec)
+        argv = [SSH, *_config_options(endpoint), "-o", "BatchMode=yes"]
+        argv += ["-o", "StrictHostKeyChecking=yes"]
+        if endpoint.known_hosts is not None:
+            argv += ["-o", f"UserKnownHostsFile={endpoint.known_hosts}"]
+        if endpoint.identity_file is not None:
+            argv += ["-i", str(endpoint.identity_file)]
+        if command:
+            # The outer ssh expands %-tokens once more: double the inner command's.
+            argv += ["-o", f"ProxyCommand={command.replace('%', '%%')}"]
+        if user is not None:
+            argv += ["-l", user]
+        if port is not None:
+            argv += ["-p", str(port)]
+        command = shlex.join([*argv, "-W", "[%h]:%p", "--", host])
+    return command
 
 
 async def _run_ssh(
@@ -104,11 +192,68 @@ async def _run_ssh(
         raise ConnectError(f"cannot run `{SSH}`: {exc}", host=endpoint.name) from exc
 
 
-class OpensshRemote(ClosingContext):
-    """A ``Remote`` over the system ``ssh`` and an existing ControlMaster."""
+async def _ssh_g(endpoint: Endpoint, host: str, options: Sequence[str]) -> dict[str, list[str]]:
+    argv = [SSH, *_config_options(endpoint), *options, "-G", "--", host]
+    completed = await _run_ssh(endpoint, argv, stdin=None, limit=10, doing="connect")
+    if completed.returncode != 0:
+        reason = completed.stderr.decode("utf-8", "replace").strip()
+        raise ConfigError(
+            f"`ssh -G {host}` failed: {reason}",
+            source=str(endpoint.ssh_config or "ssh config"),
+        )
+    return parse_ssh_g(completed.stdout.decode("utf-8", "replace"))
 
-    def __init__(self, endpoint: Endpoint) -> None:
+
+async def _resolve(endpoint: Endpoint) -> _Resolved:
+    """The target and every jump host as ``ssh -G`` resolves them; refuses unchecked ones."""
+    source = str(endpoint.ssh_config or "ssh config")
+    mine: list[str] = []
+    if endpoint.port is not None:
+        mine += ["-p", str(endpoint.port)]
+    if endpoint.user is not None:
+        mine += ["-l", endpoint.user]
+    target = await _ssh_g(endpoint, endpoint.host, mine)
+    refuse_unchecked(target, f"host {endpoint.host!r}", source)
+    jump = endpoint.proxy_jump or (target.get("proxyjump") or [""])[0] or None
+    extra: list[str] = []
+    if jump is not None and jump.lower() != "none":
+        hops = [part.strip() for part in jump.split(",") if part.strip()]
+        for spec in hops:
+            user, host, port = split_jump(spec)
+            hop_options = (["-l", user] if user else []) + (["-p", str(port)] if port else [])
+            refuse_unchecked(
+                await _ssh_g(endpoint, host, hop_options), f"jump host {host!r}", source
+            )
+        extra = ["-o", f"ProxyCommand={_proxy_command(endpoint, hops)}"]
+    timeout = endpoint.connect_timeout
+    if timeout is None:
+        configured = (target.get("connecttimeout") or ["none"])[0]
+        timeout = float(configured) if configured.isdigit() else DEFAULT_CONNECT_TIMEOUT
+    control_path = endpoint.control_path
+    if control_path is None:
+        configured = (target.get("controlpath") or ["none"])[0]
+        control_path = None if configured.lower() == "none" else configured
+    return _Resolved(tuple(extra), timeout, control_path)
+
+
+def _ssh_failed(endpoint: Endpoint, stderr: bytes) -> RemoteError:
+    """ssh's own failure (exit 255) as one of our classes, its message kept."""
+    reason = stderr.decode("utf-8", "replace").strip()[-500:]
+    for needle, kind in _STDERR_CLASSES:
+        if needle.lower() in reason.lower():
+            return kind(f"ssh to {endpoint.host} failed: {reason}", host=endpoint.name)
+    return ConnectError(f"ssh to {endpoint.host} failed: {reason}", host=endpoint.name)
+
+
+class OpensshRemote(ClosingContext):
+    """A ``Remote`` over the system ``ssh``: an existing ControlMaster when the profile or
+    the ssh config names a ControlPath, else one ``ssh`` login per command (keys only)."""
+
+    def __init__(self, endpoint: Endpoint, resolved: _Resolved | None = None) -> None:
         self._endpoint = endpoint
+        self._resolved = resolved or _Resolved(
+            (), endpoint.connect_timeout or DEFAULT_CONNECT_TIMEOUT, endpoint.control_path
+        )
         self._limiter = anyio.CapacityLimiter(endpoint.max_channels)
 
     @property
@@ -117,22 +262,36 @@ class OpensshRemote(ClosingContext):
 
     @classmethod
     async def open(cls, endpoint: Endpoint) -> OpensshRemote:
-        """Check that a ControlMaster is up; without one, say which command opens it."""
+        """Resolve the config as ``ssh -G`` does, then check a ControlMaster is up (or, with
+        none configured, that a login works); errors say what to run or fix."""
         started = time.monotonic()
-        completed = await _run_ssh(
-            endpoint,
-            _check_argv(endpoint),
-            stdin=None,
-            limit=endpoint.connect_timeout,
-            doing="connect",
-        )
-        if completed.returncode != 0:
-            reason = completed.stderr.decode("utf-8", "replace").strip()
-            raise AuthenticationError(
-                f"no ssh ControlMaster is running for {endpoint.host} ({reason}). "
-                f"Open one (and answer any MFA prompt) with: {master_command(endpoint)}",
-                host=endpoint.name,
+        resolved = await _resolve(endpoint)
+        if resolved.control_path is not None:
+            completed = await _run_ssh(
+                endpoint,
+                _check_argv(endpoint, resolved),
+                stdin=None,
+                limit=resolved.connect_timeout,
+                doing="connect",
             )
+            if completed.returncode != 0:
+                reason = completed.stderr.decode("utf-8", "replace").strip()
+                raise AuthenticationError(
+                    f"no ssh ControlMaster is running for {endpoint.host} ({reason}). "
+                    "Open one (and answer any MFA prompt) with: "
+                    f"{master_command(endpoint, resolved.options)}",
+                    host=endpoint.name,
+                )
+        else:
+            completed = await _run_ssh(
+                endpoint,
+                _run_argv(endpoint, resolved, "exit 0"),
+                stdin=b"",
+                limit=resolved.connect_timeout + 1,
+                doing="connect",
+            )
+            if completed.returncode != 0:
+                raise _ssh_failed(endpoint, completed.stderr)
         seconds = round(time.monotonic() - started, 3)
         _log.debug(
             "ssh_connected",
@@ -141,7 +300,7 @@ class OpensshRemote(ClosingContext):
             seconds=seconds,
             transport="openssh",
         )
-        return cls(endpoint)
+        return cls(endpoint, resolved)
 
     async def run(
         self, script: str, *, timeout: float | None = None, sensitive: bool = False
@@ -154,7 +313,7 @@ class OpensshRemote(ClosingContext):
             started = time.monotonic()
             completed = await _run_ssh(
                 self._endpoint,
-                _run_argv(self._endpoint, command or REMOTE_COMMAND),
+                _run_argv(self._endpoint, self._resolved, command or REMOTE_COMMAND),
                 stdin=b"" if command else wrapped.encode(),
                 limit=limit,
                 doing="command",

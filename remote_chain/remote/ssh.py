@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from remote_chain.errors import (
     ConfigError,
     ConnectError,
     HostKeyError,
+    HostNotFoundError,
     RemoteChainError,
     RemoteError,
     RemoteTimeout,
@@ -31,6 +33,7 @@ from remote_chain.errors import (
 from remote_chain.remote import ClosingContext, CommandResult, result_from_output
 from remote_chain.remote.endpoint import Endpoint
 from remote_chain.remote.markers import REMOTE_COMMAND, inline_command, wrap
+from remote_chain.remote.sshconfig import Hop, Route, resolve
 
 _log = structlog.get_logger()
 
@@ -50,13 +53,20 @@ _Doing = Literal["connect", "command"]
 
 
 def _translate(
-    exc: Exception, endpoint: Endpoint, doing: _Doing, timeout: float
+    exc: Exception, endpoint: Endpoint, doing: _Doing, timeout: float, hop: Hop | None = None
 ) -> RemoteChainError:
-    """Map an asyncssh or socket exception to ours; the only place that knows their types."""
-    name, where = endpoint.name, _where(endpoint)
+    """Map an asyncssh or socket exception to ours; the only place that knows their types.
+
+    ``hop`` is the connection being made (a jump host or the target): errors name it.
+    """
+    name = endpoint.name
+    where = _where(endpoint) if hop is None else hop.where
+    if hop is not None and hop.alias != endpoint.host:
+        where = f"jump host {where}"
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
+        files = ", ".join(str(p) for p in hop.known_hosts) if hop else _known_hosts_path(endpoint)
         return HostKeyError(
-            f"host key of {where} not verified against {_known_hosts_path(endpoint)}: "
+            f"host key of {where} not verified against {files}: "
             f"{exc.reason}. Host keys are always checked; if the key is new or changed "
             "on purpose, connect once with `ssh` to record it.",
             host=name,
@@ -76,6 +86,8 @@ def _translate(
     if isinstance(exc, asyncssh.ConfigParseError):
         return ConfigError(str(exc), source=_SSH_CONFIG)
     if isinstance(exc, asyncssh.ChannelOpenError):
+        if doing == "connect":  # a jump host could not reach the next hop
+            return ConnectError(f"cannot reach {where}: {exc.reason}", host=name)
         return ConnectError(
             f"{where} refused to open a channel ({exc.reason}); if this repeats under load, "
             f"its MaxSessions may be below max_channels={endpoint.max_channels}",
@@ -84,7 +96,18 @@ def _translate(
     if isinstance(exc, asyncssh.DisconnectError):
         return ConnectError(f"connection to {where} lost: {exc.reason}", host=name)
     if isinstance(exc, TimeoutError):  # before OSError: TimeoutError is an OSError
-        return RemoteTimeout(f"{doing} on {where} took longer than {timeout:g} s", host=name)
+        fix = (
+            " (REMOTE_CHAIN_CONNECT_TIMEOUT or ConnectTimeout sets it)"
+            if doing == "connect"
+            else ""
+        )
+        return RemoteTimeout(f"{doing} on {where} took longer than {timeout:g} s{fix}", host=name)
+    if isinstance(exc, socket.gaierror):  # before OSError: a name that does not resolve
+        return HostNotFoundError(
+            f"cannot resolve host name of {where}: {exc.strerror or exc}; check `host` in the "
+            "profile (or HostName in the ssh config)",
+            host=name,
+        )
     if isinstance(exc, OSError):
         return ConnectError(f"cannot connect to {where}: {exc.strerror or exc}", host=name)
     if isinstance(exc, asyncssh.Error):
@@ -93,7 +116,9 @@ def _translate(
 
 
 @contextlib.contextmanager
-def _translated(endpoint: Endpoint, doing: _Doing, timeout: float) -> Iterator[None]:
+def _translated(
+    endpoint: Endpoint, doing: _Doing, timeout: float, hop: Hop | None = None
+) -> Iterator[None]:
     try:
         yield
     except (
@@ -103,7 +128,7 @@ def _translated(endpoint: Endpoint, doing: _Doing, timeout: float) -> Iterator[N
         asyncssh.ConfigParseError,
         OSError,  # includes TimeoutError, raised by anyio.fail_after and connect_timeout
     ) as exc:
-        raise _translate(exc, endpoint, doing, timeout) from exc
+        raise _translate(exc, endpoint, doing, timeout, hop) from exc
 
 
 def _where(endpoint: Endpoint) -> str:
@@ -114,45 +139,80 @@ def _known_hosts_path(endpoint: Endpoint) -> Path:
     return (endpoint.known_hosts or Path("~/.ssh/known_hosts")).expanduser()
 
 
-def _existing_known_hosts(endpoint: Endpoint) -> Path:
-    """The known_hosts file to verify against; asyncssh is never given ``None`` (no check)."""
-    path = _known_hosts_path(endpoint)
-    if not path.is_file():
+def _existing_known_hosts(endpoint: Endpoint, hop: Hop) -> list[str]:
+    """The known_hosts files to verify ``hop`` against; asyncssh never gets ``None`` (no check)."""
+    if not hop.known_hosts:
         # Checked here because asyncssh would report a missing file as an OSError, which
         # would read as a reachability problem and be retried.
+        wanted = ", ".join(str(p) for p in hop.known_hosts_wanted)
+        role = "jump host " if hop.alias != endpoint.host else ""
         raise HostKeyError(
-            f"known_hosts file {path} does not exist; host keys are always verified: "
-            f"connect to {_where(endpoint)} once with `ssh` to record its key",
+            f"no known_hosts file exists ({wanted}); host keys are always verified: "
+            f"connect to {role}{hop.where} once with `ssh` to record its key",
             host=endpoint.name,
         )
-    return path
+    return [str(p) for p in hop.known_hosts]
 
 
-async def _connect(endpoint: Endpoint) -> asyncssh.SSHClientConnection:
-    """Connect and authenticate, verifying the host key; never prompts."""
-    known_hosts = _existing_known_hosts(endpoint)
+async def _connect_hop(
+    endpoint: Endpoint,
+    route: Route,
+    hop: Hop,
+    tunnel: asyncssh.SSHClientConnection | None,
+) -> asyncssh.SSHClientConnection:
+    """One hop, verified against the profile's (or its config's) known_hosts; never prompts."""
+    known_hosts = _existing_known_hosts(endpoint, hop)
     identity = endpoint.identity_file
-    started = time.monotonic()
-    with _translated(endpoint, "connect", endpoint.connect_timeout):
-        # `()` is asyncssh's "not given": ~/.ssh/config (which asyncssh reads by default, so
-        # aliases, User, Port, IdentityFile and ProxyJump work), then asyncssh's defaults.
-        connection = await asyncssh.connect(
-            endpoint.host,
-            port=endpoint.port if endpoint.port is not None else (),
-            username=endpoint.user if endpoint.user is not None else (),
+    with _translated(endpoint, "connect", hop.connect_timeout, hop):
+        # asyncssh reads the same config files for the rest (HostName, IdentityFile,
+        # IdentitiesOnly, CertificateFile, IdentityAgent, HostKeyAlias, ...); `()` is its
+        # "not given". Host keys, the route and the timeout are ours, for every hop alike.
+        return await asyncssh.connect(
+            hop.alias,
+            port=hop.port_set if hop.port_set is not None else (),
+            username=hop.user_set if hop.user_set is not None else (),
+            config=[str(f) for f in route.config_files],
             client_keys=[str(identity.expanduser())] if identity is not None else (),
-            known_hosts=str(known_hosts),
-            tunnel=endpoint.proxy_jump if endpoint.proxy_jump is not None else (),
-            keepalive_interval=endpoint.keepalive_interval,
-            connect_timeout=endpoint.connect_timeout,
+            known_hosts=known_hosts,
+            # Our own tunnel, never asyncssh's: it would open the jump hosts with the
+            # config's known_hosts and without the profile's key (issue 14.3).
+            tunnel=tunnel,
+            proxy_command=None if tunnel is not None else (),
+            keepalive_interval=hop.keepalive_interval or endpoint.keepalive_interval,
+            connect_timeout=hop.connect_timeout,
             # Keys only (agent, identity file, ssh config): a password or MFA prompt would
             # hang a CI job; MFA sites use the openssh transport instead.
             password_auth=False,
             kbdint_auth=False,
         )
+
+
+async def _connect(endpoint: Endpoint) -> asyncssh.SSHClientConnection:
+    """Connect hop by hop (jump hosts first) and authenticate, verifying every host key."""
+    route = resolve(endpoint)
+    started = time.monotonic()
+    tunnel: asyncssh.SSHClientConnection | None = None
+    try:
+        for hop in route.hops:
+            connection = await _connect_hop(endpoint, route, hop, tunnel)
+            # Closing the target then closes the jump hosts too, as asyncssh's own tunnels do.
+            connection.set_tunnel(tunnel)
+            tunnel = connection
+    except BaseException:
+        if tunnel is not None:  # close the jump hosts already open
+            tunnel.close()
+        raise
+    if tunnel is None:  # pragma: no cover - a route always ends with the target
+        raise RemoteError("empty ssh route", host=endpoint.name)
     seconds = round(time.monotonic() - started, 3)
-    _log.debug("ssh_connected", cluster=endpoint.name, host=endpoint.host, seconds=seconds)
-    return connection
+    _log.debug(
+        "ssh_connected",
+        cluster=endpoint.name,
+        host=route.target.host,
+        hops=len(route.hops),
+        seconds=seconds,
+    )
+    return tunnel
 
 
 class SshRemote(ClosingContext):
