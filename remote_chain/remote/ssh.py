@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import time
 from collections.abc import Iterator
@@ -61,8 +62,6 @@ def _translate(
     """
     name = endpoint.name
     where = _where(endpoint) if hop is None else hop.where
-    if hop is not None and hop.alias != endpoint.host:
-        where = f"jump host {where}"
     if isinstance(exc, asyncssh.HostKeyNotVerifiable):
         files = ", ".join(str(p) for p in hop.known_hosts) if hop else _known_hosts_path(endpoint)
         return HostKeyError(
@@ -108,8 +107,16 @@ def _translate(
             "profile (or HostName in the ssh config)",
             host=name,
         )
+    if isinstance(exc, ConnectionRefusedError):
+        return ConnectError(
+            f"cannot connect to {where}: connection refused (no sshd listening there?); "
+            "check the host and port (profile `port`, or Port in the ssh config)",
+            host=name,
+        )
     if isinstance(exc, OSError):
-        return ConnectError(f"cannot connect to {where}: {exc.strerror or exc}", host=name)
+        # asyncio's "Connect call failed (addr)" hides the cause in errno.
+        cause = os.strerror(exc.errno) if exc.errno else (exc.strerror or str(exc))
+        return ConnectError(f"cannot connect to {where}: {cause}", host=name)
     if isinstance(exc, asyncssh.Error):
         return RemoteError(f"ssh error with {where}: {exc.reason}", host=name)
     return RemoteError(f"ssh error with {where}: {exc!r}", host=name)
@@ -145,10 +152,9 @@ def _existing_known_hosts(endpoint: Endpoint, hop: Hop) -> list[str]:
         # Checked here because asyncssh would report a missing file as an OSError, which
         # would read as a reachability problem and be retried.
         wanted = ", ".join(str(p) for p in hop.known_hosts_wanted)
-        role = "jump host " if hop.alias != endpoint.host else ""
         raise HostKeyError(
             f"no known_hosts file exists ({wanted}); host keys are always verified: "
-            f"connect to {role}{hop.where} once with `ssh` to record its key",
+            f"connect to {hop.where} once with `ssh` to record its key",
             host=endpoint.name,
         )
     return [str(p) for p in hop.known_hosts]

@@ -70,12 +70,15 @@ class Hop:
     known_hosts_wanted: tuple[Path, ...]
     connect_timeout: float
     keepalive_interval: float | None
+    jump: bool = False
 
     @property
     def where(self) -> str:
-        """``alias`` plus the address it resolves to when that differs: what errors name."""
+        """``alias`` plus the address it resolves to when that differs, and ``jump host``
+        before a jump host: what errors name."""
         address = self.host if self.port == DEFAULT_PORT else f"{self.host}:{self.port}"
-        return address if self.alias in (self.host, address) else f"{self.alias} ({address})"
+        name = address if self.alias in (self.host, address) else f"{self.alias} ({address})"
+        return f"jump host {name}" if self.jump else name
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,7 @@ def _hop(
     *,
     user: str | None,
     port: int | None,
+    jump: bool = False,
 ) -> Hop:
     existing, wanted = _known_hosts(config, endpoint)
     timeout = endpoint.connect_timeout
@@ -224,6 +228,7 @@ def _hop(
         known_hosts_wanted=wanted,
         connect_timeout=timeout,
         keepalive_interval=float(keepalive) if isinstance(keepalive, int) else None,
+        jump=jump,
     )
 
 
@@ -250,6 +255,6 @@ def resolve(endpoint: Endpoint) -> Route:
             user, alias, port = split_jump(spec)
             hop_config = lookup(alias, files, user=user, port=port)
             _refuse_unchecked(hop_config, alias, "jump host", label)
-            hops.append(_hop(alias, hop_config, endpoint, user=user, port=port))
+            hops.append(_hop(alias, hop_config, endpoint, user=user, port=port, jump=True))
     target = _hop(endpoint.host, target_config, endpoint, user=endpoint.user, port=endpoint.port)
     return Route((*hops, target), files)
