@@ -731,11 +731,12 @@ def clusters(ctx: typer.Context, json_output: JsonOpt = False) -> None:
         inv = _prepare(ctx, json_output=json_output)
         from remote_chain.config import (  # noqa: PLC0415 - start-up time
             default_clusters_dirs,
-            list_profiles,
+            scan_profiles,
         )
 
         dirs = default_clusters_dirs(inv.globals.clusters_dir, inv.settings)
-        profiles = list_profiles(dirs)
+        # Every profile, the broken ones with their error, then exit 2 if any is broken.
+        profiles, broken = scan_profiles(dirs)
         searched = [str(d) for d in dirs]
         document = {
             "clusters": [
@@ -751,12 +752,16 @@ def clusters(ctx: typer.Context, json_output: JsonOpt = False) -> None:
                 }
                 for p in profiles
             ],
+            "broken": [
+                {"name": name, "source": str(path), "error": str(error)}
+                for name, path, error in broken
+            ],
             "searched": searched,
         }
         from remote_chain import render as views  # noqa: PLC0415 - start-up time
 
-        inv.emit(document, lambda: views.clusters_view(profiles, searched))
-        return 0
+        inv.emit(document, lambda: views.clusters_view(profiles, searched, broken))
+        return ConfigError.exit_code if broken else 0
 
     _guard(ctx, json_output, body)
 

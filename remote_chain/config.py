@@ -734,6 +734,21 @@ def list_profiles(clusters_dirs: Sequence[Path]) -> list[ClusterProfile]:
     return [load_profile(files[name]) for name in sorted(files)]
 
 
+def scan_profiles(
+    clusters_dirs: Sequence[Path],
+) -> tuple[list[ClusterProfile], list[tuple[str, Path, ConfigError]]]:
+    """Every profile found, and every broken one with its error (``clusters`` lists both)."""
+    good: list[ClusterProfile] = []
+    broken: list[tuple[str, Path, ConfigError]] = []
+    files = _profile_files(clusters_dirs)
+    for name in sorted(files):
+        try:
+            good.append(load_profile(files[name]))
+        except ConfigError as exc:
+            broken.append((name, files[name], exc))
+    return good, broken
+
+
 def find_profile(name: str, *, clusters_dirs: Sequence[Path]) -> ClusterProfile:
     """The profile ``<name>.toml`` from the first folder holding one."""
     try:

@@ -8,6 +8,7 @@ same view serves a one-off table and ``status --watch``'s live display.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -92,7 +93,10 @@ def _problems(chain: ChainStatus) -> Text:
 
 
 def _failure_lines(failures: Sequence[ClusterFailure]) -> list[Text]:
-    return [Text(f"{f.cluster}: {f.error}", style="red") for f in failures]
+    # Nothing: each failure is printed once, as the CLI's error line on stderr, naming
+    # cluster, host, cause and fix (issue 11 §2); repeating it here printed it twice.
+    del failures
+    return []
 
 
 def status_table(result: StatusResult) -> Table:
@@ -119,14 +123,15 @@ def status_table(result: StatusResult) -> Table:
             _problems(chain),
         )
     for failure in result.failures:
+        # Its chains are unknown this time; the cause is the error line on stderr.
         table.add_row(
             failure.cluster,
             NONE,
-            Text("error", style="bold red"),
+            Text("unknown", style=CHAIN_STYLES.get("unknown", "")),
             NONE,
             NONE,
             NONE,
-            Text(str(failure.error), style="red"),
+            Text("not read: see the error below", style="red"),
         )
     return table
 
@@ -230,7 +235,11 @@ def doctor_view(result: DoctorResult) -> RenderableType:
     return table
 
 
-def clusters_view(profiles: Sequence[ClusterProfile], searched: Sequence[str]) -> RenderableType:
+def clusters_view(
+    profiles: Sequence[ClusterProfile],
+    searched: Sequence[str],
+    broken: Sequence[tuple[str, Path, Exception]] = (),
+) -> RenderableType:
     table = _table("cluster profiles")
     table.add_column("name", no_wrap=True)
     table.add_column("host", overflow="fold")
@@ -239,11 +248,13 @@ def clusters_view(profiles: Sequence[ClusterProfile], searched: Sequence[str]) -
     table.add_column("transport", no_wrap=True)
     table.add_column("source", overflow="fold")
     for p in profiles:
-        host = (
-            f"{p.user + '@' if p.user else ''}{p.host}{':' + str(p.port) if p.port != 22 else ''}"
-        )
+        port = f":{p.port}" if p.port is not None else ""  # unset: the ssh config's Port
+        host = f"{p.user + '@' if p.user else ''}{p.host}{port}"
         table.add_row(p.name, host, p.workdir, p.executor, p.transport, str(p.source))
+    for name, path, error in broken:
+        problem = Text(f"BROKEN: {error}", style="bold red")
+        table.add_row(name, problem, "", "", "", str(path))
     note = Text("searched: " + ", ".join(searched), style="dim")
-    if not profiles:
+    if not profiles and not broken:
         return Group(Text("no cluster profiles found"), note)
     return Group(table, note)

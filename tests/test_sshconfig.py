@@ -107,7 +107,7 @@ def test_the_config_s_proxyjump_makes_jump_hops_with_the_profile_s_known_hosts(
     assert (gate.host, gate.port) == ("gate.example", 2201)
     assert (relay.user_set, relay.port_set) == ("bob", 2022)
     assert all(h.known_hosts == (known_hosts,) for h in route.hops)
-    assert gate.where == "gate (gate.example:2201)"
+    assert gate.where == "jump host gate (gate.example:2201)"
 
 
 def test_the_profile_s_proxy_jump_wins_over_the_config_s(tmp_path: Path) -> None:
