@@ -51,11 +51,13 @@ from remote_chain.errors import (
     CommandFailedError,
     ConfigError,
     ConnectError,
+    RefusedError,
     RemoteChainError,
     RemoteError,
     SubmitError,
 )
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
+from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT
 from remote_chain.script import SECRETS_FILE
 from remote_chain.settings import Settings
 from remote_chain.snapshot import Snapshot, Target, parse_status_output, render_status_script
@@ -150,19 +152,32 @@ class ClusterSession:
             return self._remote
 
     async def _first_connect(self) -> Remote:
-        """Connect; a refused or reset connection is tried again for ``connect_retry``
-        seconds (an sshd restarting for a second is survived, a dead host fails at once, as
-        with ``ssh``). A name that does not resolve, or a host that does not answer within
-        the connect timeout, is not tried again: each try would cost the same.
+        """Connect, trying again after a transient failure, within a budget:
+
+        - refused every time (nothing listens): ``connect_retry`` seconds from the first
+          refusal (an sshd restarting for a second is survived, a dead host fails at once,
+          as with ``ssh``);
+        - reset or lost mid-handshake (a server that is there, e.g. restarting): one connect
+          timeout from the start.
+
+        A name that does not resolve, or a host that does not answer within the connect
+        timeout, is not tried again: each try would cost the same.
         """
         endpoint = endpoint_for(self.profile, self.settings)
-        deadline = anyio.current_time() + self.settings.connect_retry
+        started = anyio.current_time()
+        patience = self.settings.connect_timeout or DEFAULT_CONNECT_TIMEOUT
+        deadline: float | None = None
         pause = 0.25
         while True:
             try:
                 return await self._opener(endpoint)
             except ConnectError as exc:
-                left = deadline - anyio.current_time()
+                now = anyio.current_time()
+                if isinstance(exc, RefusedError):
+                    deadline = deadline or now + self.settings.connect_retry
+                else:
+                    deadline = max(deadline or 0.0, started + patience)
+                left = deadline - now
                 if left <= 0:
                     raise
                 self.log.info("ssh_connect_retrying", error=str(exc), seconds_left=round(left, 1))

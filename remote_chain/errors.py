@@ -6,6 +6,7 @@
     ├── ConfigError            bad YAML/TOML, unknown cluster, invalid field (names file and field)
     ├── RemoteError            transport failures, always carrying the cluster/host
     │   ├── ConnectError       transient: refused, reset, unreachable
+    │   │   └── RefusedError   nothing listens: retried only briefly (connect_retry)
     │   ├── HostNotFoundError  the name does not resolve: fails at once, never retried
     │   ├── RemoteTimeout      transient: a connect or command took too long
     │   ├── AuthenticationError  never retried
@@ -60,6 +61,12 @@ class RemoteError(RemoteChainError):
 
 class ConnectError(RemoteError):
     transient = True
+
+
+class RefusedError(ConnectError):
+    """Nothing listens on the port: a dead host, or an sshd restarting. Retried only for
+    ``connect_retry`` seconds, unlike a connection reset mid-handshake (a server that is there).
+    """
 
 
 class RemoteTimeout(RemoteError):

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Literal
 
 Transport = Literal["asyncssh", "openssh"]
+# Without REMOTE_CHAIN_CONNECT_TIMEOUT or the ssh config's ConnectTimeout (issue 11).
+DEFAULT_CONNECT_TIMEOUT = 15.0
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from remote_chain.errors import (
     ConnectError,
     HostKeyError,
     HostNotFoundError,
+    RefusedError,
     RemoteError,
     RemoteTimeout,
 )
@@ -49,6 +50,7 @@ _STDERR_CLASSES: tuple[tuple[str, type[RemoteError]], ...] = (
     ("host key for", HostKeyError),
     ("Permission denied", AuthenticationError),
     ("timed out", RemoteTimeout),
+    ("Connection refused", RefusedError),
 )
 
 

@@ -27,6 +27,7 @@ from remote_chain.errors import (
     ConnectError,
     HostKeyError,
     HostNotFoundError,
+    RefusedError,
     RemoteChainError,
     RemoteError,
     RemoteTimeout,
@@ -108,7 +109,7 @@ def _translate(
             host=name,
         )
     if isinstance(exc, ConnectionRefusedError):
-        return ConnectError(
+        return RefusedError(
             f"cannot connect to {where}: connection refused (no sshd listening there?); "
             "check the host and port (profile `port`, or Port in the ssh config)",
             host=name,

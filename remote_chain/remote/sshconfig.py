@@ -27,10 +27,9 @@ from typing import cast
 from asyncssh.config import ConfigParseError, SSHClientConfig, SSHConfig
 
 from remote_chain.errors import ConfigError
-from remote_chain.remote.endpoint import Endpoint
+from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT, Endpoint
 
 DEFAULT_PORT = 22
-DEFAULT_CONNECT_TIMEOUT = 15.0
 USER_CONFIG = Path("~/.ssh/config")
 SYSTEM_CONFIG = Path("/etc/ssh/ssh_config")
 # OpenSSH's defaults when the config names no known_hosts file (ssh_config(5)).
@@ -39,7 +38,14 @@ DEFAULT_GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_ho
 # Values of StrictHostKeyChecking that would accept an unknown key without asking.
 _UNCHECKED = frozenset({"no", "off", "false"})
 _NO_FILE = frozenset({"none", "/dev/null"})
-MAX_HOPS = 8  # a ProxyJump chain longer than this is surely a loop
+MAX_HOPS = 8
+__all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
+    "Hop",
+    "Route",
+    "resolve",
+    "split_jump",
+]  # a ProxyJump chain longer than this is surely a loop
 
 
 class _Config(SSHClientConfig):
