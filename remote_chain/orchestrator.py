@@ -581,6 +581,8 @@ def _ssh_hint(exc: RemoteError) -> str:
         "HostKeyError": "add the host key to known_hosts (ssh-keyscan, checked by hand)",
         "AuthenticationError": "check identity_file / your ssh-agent, or open a ControlMaster",
         "ConnectError": "check host, port and proxy_jump; is the cluster reachable?",
+        "RefusedError": "nothing listens there: check host and port (profile or ssh config)",
+        "HostNotFoundError": "the name does not resolve: check host (or HostName in ssh config)",
         "RemoteTimeout": "the host did not answer in time; check the network or raise the timeout",
     }.get(kind, "")
 
