@@ -178,3 +178,39 @@ async def test_a_missing_ssh_binary_is_reported_as_such(
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(RemoteError, match="not found on PATH"):
         await open_remote(_endpoint(control_path))
+
+
+@pytest.fixture
+def config_master(sshd: Sshd, tmp_path: Path, control_path: str) -> Iterator[Path]:
+    """An ssh config whose Host block names a ControlPath, and a master opened through it."""
+    config = tmp_path / "ssh_config"
+    config.write_text(
+        f"Host {ALIAS}\n  HostName {HOST}\n  Port {sshd.port}\n  User {sshd.user}\n"
+        f"  IdentityFile {sshd.client_key}\n  IdentitiesOnly yes\n"
+        f"  UserKnownHostsFile {sshd.known_hosts}\n  ControlPath {control_path}\n"
+    )
+    opened = subprocess.run(
+        ["ssh", "-F", str(config), "-o", "BatchMode=yes", "-fNM", ALIAS],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=15,
+    )
+    assert opened.returncode == 0, opened.stderr
+    try:
+        yield config
+    finally:
+        subprocess.run(
+            ["ssh", "-F", str(config), "-O", "exit", ALIAS], capture_output=True, timeout=15
+        )
+
+
+@pytest.mark.anyio
+async def test_a_controlpath_from_the_ssh_config_is_used(sshd: Sshd, config_master: Path) -> None:
+    """No control_path in the profile: the ssh config's ControlPath (as ``ssh -G`` shows it)
+    makes commands ride the user's master, without a new login."""
+    endpoint = Endpoint(name="cm", host=ALIAS, ssh_config=config_master, transport="openssh")
+    logins = sshd.accepted_logins()
+    async with await open_remote(endpoint) as remote:
+        assert (await remote.run("echo over the master")).stdout == "over the master\n"
+    assert sshd.accepted_logins() == logins
