@@ -61,6 +61,7 @@ class _Resolved:
     options: tuple[str, ...]
     connect_timeout: float
     control_path: str | None
+    keepalive_interval: float | None = None  # None: ours; else the config's ServerAliveInterval
 
 
 def _config_options(endpoint: Endpoint) -> list[str]:
@@ -106,13 +107,15 @@ def _check_argv(endpoint: Endpoint, resolved: _Resolved) -> list[str]:
 
 
 def _run_argv(endpoint: Endpoint, resolved: _Resolved, command: str = REMOTE_COMMAND) -> list[str]:
+    # The config's ServerAliveInterval when it sets one (a command-line -o would beat it).
+    alive = math.ceil(resolved.keepalive_interval or endpoint.keepalive_interval)
     return [
         SSH,
         "-T",  # no pty: stdout and stderr stay apart, no \r\n translation
         "-o", "BatchMode=yes",
         "-o", "ControlMaster=no",  # use the master, never become one
         "-o", f"ConnectTimeout={math.ceil(resolved.connect_timeout)}",
-        "-o", f"ServerAliveInterval={math.ceil(endpoint.keepalive_interval)}",
+        "-o", f"ServerAliveInterval={alive}",
         *_target_options(endpoint, resolved.options),
         "--",
         endpoint.host,
@@ -235,7 +238,9 @@ async def _resolve(endpoint: Endpoint) -> _Resolved:
     if control_path is None:
         configured = (target.get("controlpath") or ["none"])[0]
         control_path = None if configured.lower() == "none" else configured
-    return _Resolved(tuple(extra), timeout, control_path)
+    alive = (target.get("serveraliveinterval") or ["0"])[0]
+    keepalive = float(alive) if alive.isdigit() and alive != "0" else None
+    return _Resolved(tuple(extra), timeout, control_path, keepalive)
 
 
 def _ssh_failed(endpoint: Endpoint, stderr: bytes) -> RemoteError:
