@@ -17,7 +17,13 @@ from sshd import HOST, Sshd, free_port, keygen, public_key_line, running_sshd
 
 from remote_chain.cluster import ClusterSession
 from remote_chain.config import load_profile
-from remote_chain.errors import ConfigError, ConnectError, HostKeyError, HostNotFoundError
+from remote_chain.errors import (
+    ConfigError,
+    ConnectError,
+    HostKeyError,
+    HostNotFoundError,
+    RefusedError,
+)
 from remote_chain.remote import Endpoint, open_remote
 from remote_chain.settings import Settings
 
@@ -224,3 +230,29 @@ async def test_the_ssh_config_connect_timeout_bounds_a_silent_host(
         assert time.monotonic() - started < 3
     assert "took longer than 1 s" in str(caught.value)
     assert dataclasses.asdict(endpoint)["connect_timeout"] is None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize(
+    ("host", "error"), [(HOST, RefusedError), ("no-such-host.invalid", HostNotFoundError)]
+)
+async def test_dead_hosts_fail_at_once_over_both_transports(
+    target: Sshd, tmp_path: Path, transport: str, host: str, error: type[Exception]
+) -> None:
+    """One try, well under a second: a refused port or an unknown name, named in the error."""
+    endpoint = Endpoint(
+        name="dead",
+        host=host,
+        port=free_port(),
+        known_hosts=target.known_hosts,
+        ssh_config=_write_config(tmp_path / "ssh_config", ""),
+        transport=transport,  # type: ignore[arg-type]
+        connect_timeout=5,
+    )
+    started = time.monotonic()
+    with pytest.raises(error) as caught:
+        await open_remote(endpoint)
+    assert time.monotonic() - started < 1.5
+    assert host in str(caught.value)
+    assert str(caught.value).startswith("dead: ")
