@@ -570,6 +570,9 @@ class Orchestrator(ClosingContext):
             return DoctorResult(name, (Check("ssh", True, "connected and authenticated"), *checks))
 
         results, failures = await self._fan_out(clusters, one)
+        for f in failures:  # the profile's or ssh config's fault: exit 2, not a failed ssh
+            if isinstance(f.error, ConfigError):
+                raise f.error
         out = [results[c] for c in dict.fromkeys(clusters) if c in results]
         out += [DoctorResult(f.cluster, (Check("ssh", False, str(f.error)),)) for f in failures]
         return out

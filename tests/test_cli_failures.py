@@ -144,3 +144,22 @@ def test_settings_defaults_for_failing_fast() -> None:
     assert settings.connect_retry == 2
     assert settings.wait_unreachable == 15 * 60
     assert settings.connect_timeout is None
+
+
+def test_doctor_exits_2_when_the_ssh_config_is_the_problem(
+    world: World,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ssh config that turns host-key checks off is a config error (2), not a failed ssh."""
+    ssh_config = world.tmp / "ssh_config"
+    ssh_config.write_text("Host eos.test\n  StrictHostKeyChecking no\n")
+    profile = world.clusters_dir / "eos.toml"
+    profile.write_text(profile.read_text() + f'ssh_config = "{ssh_config}"\n')
+    from remote_chain import cli  # noqa: PLC0415
+    from remote_chain.remote import open_remote  # noqa: PLC0415
+
+    monkeypatch.setattr(cli, "_OPENER", open_remote)  # the real transport reads the config
+    result = world.invoke("doctor", "--cluster", "eos")
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "host-key checking off" in result.stderr
+    assert result.stderr.count("host-key checking off") == 1
