@@ -49,8 +49,10 @@ _OPENER: Opener | None = None
 
 PROG = "remote-chain"
 COMMAND_LINE = "<command line>"
-# `render` runs without submitting, so there is no run id yet: this placeholder stands in.
+# `render` runs without submitting, so there is no run id yet: this placeholder stands in
+# (the same as orchestrator.RENDER_RUN_ID, which is not imported here: start-up time).
 RENDER_RUN_ID = "rc-RENDER"
+RECENT_LIMIT = 10
 EXIT_INTERRUPTED = 130
 PIPED_WIDTH = 160  # columns of tables written to a pipe or file (rich's default is 80)
 T = TypeVar("T")
@@ -390,6 +392,10 @@ def status(
     watch: Annotated[
         bool, typer.Option("--watch", help="Refresh in place until every chain has ended.")
     ] = False,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", min=1, metavar="N", help="Without RUN_ID: this many runs."),
+    ] = RECENT_LIMIT,
 ) -> None:
     """Show every chain of a run, or the recent runs.
 
@@ -405,7 +411,7 @@ def status(
         if run_id is None:
             if watch:
                 raise ConfigError("--watch needs a RUN_ID", source=COMMAND_LINE, field="--watch")
-            return _status_recent(inv, clusters, benches)
+            return _status_recent(inv, clusters, benches, limit)
         if watch:
             return _status_watch(inv, run_id, clusters, benches)
         n = len(clusters)
@@ -431,9 +437,11 @@ def _only(result: StatusResult, clusters: Sequence[str], benches: Sequence[str])
     return StatusResult(result.run_id, chains, failures)
 
 
-def _status_recent(inv: Invocation, clusters: Sequence[str], benches: Sequence[str]) -> int:
+def _status_recent(
+    inv: Invocation, clusters: Sequence[str], benches: Sequence[str], limit: int
+) -> int:
     with inv.progress("reading the recent runs"):
-        results = inv.run(lambda rc: rc.status_recent(clusters=clusters))
+        results = inv.run(lambda rc: rc.status_recent(limit=limit, clusters=clusters))
     results = [_only(r, clusters, benches) for r in results]
     if clusters:
         results = [r for r in results if r.chains or r.failures]
@@ -631,57 +639,50 @@ def _write(data: str) -> None:
 @app.command()
 def render(
     ctx: typer.Context,
+    *,
     config: ConfigArg,
     cluster: Annotated[
-        str, typer.Option("--cluster", "-c", metavar="NAME", help="The cluster profile.")
+        list[str],
+        typer.Option("--cluster", "-c", metavar="NAME", help="A cluster profile; repeatable."),
     ],
     benchmark: BenchmarksOpt = None,
+    run_id: Annotated[
+        str,
+        typer.Option("--run-id", metavar="ID", help="The run id written into the scripts."),
+    ] = RENDER_RUN_ID,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            file_okay=False,
+            help="Write DIR/<cluster>/<benchmark>/job.sh instead of printing.",
+        ),
+    ] = None,
 ) -> None:
     """Print the job scripts, locally (no SSH).
 
-    The exact job.sh that submit would send, one per benchmark.
+    The exact job.sh that submit would send, one per benchmark and cluster.
 
-    The run id is the placeholder rc-RENDER. Secret env values never appear: job.sh sources
-    them from a separate mode-600 file.
+    Several scripts are each preceded by a "==> <cluster>/<benchmark>/job.sh <==" line, outside
+    the scripts. The run id is rc-RENDER unless --run-id. Secret env values never appear:
+    job.sh sources them from a separate mode-600 file.
     """
 
     def body() -> int:
+        from remote_chain import jobscripts  # noqa: PLC0415 - start-up time
+
         inv = _prepare(ctx, json_output=False)
-        sys.stdout.write(render_scripts(inv, config, cluster, _names(benchmark)))
+        rc = inv.orchestrator()
+        scripts = rc.render(config, _names(cluster), benchmarks=_names(benchmark), run_id=run_id)
+        if out is None:
+            sys.stdout.write(jobscripts.join_for_stdout(scripts))
+        else:
+            for path in jobscripts.write_scripts(scripts, out):
+                sys.stdout.write(f"{path}\n")
         return 0
 
     _guard(ctx, False, body)
-
-
-def render_scripts(inv: Invocation, config: Path, cluster: str, benchmarks: Sequence[str]) -> str:
-    from remote_chain.config import (  # noqa: PLC0415 - start-up time
-        check_for_cluster,
-        default_clusters_dirs,
-        find_profile,
-        load_submit_config,
-    )
-    from remote_chain.plan import job_spec, select_benchmarks  # noqa: PLC0415
-    from remote_chain.script import render_job_script  # noqa: PLC0415
-
-    dirs = default_clusters_dirs(inv.globals.clusters_dir, inv.settings)
-    cfg = load_submit_config(config)
-    profile = find_profile(cluster, clusters_dirs=dirs)
-    check_for_cluster(cfg, profile)
-    names = select_benchmarks(cfg, benchmarks)
-    parts = []
-    for name in names:
-        spec = job_spec(
-            cfg,
-            profile,
-            name,
-            run_id=RENDER_RUN_ID,
-            lookup_timeout_s=inv.settings.lookup_timeout,
-        )
-        script = render_job_script(spec)
-        if len(names) > 1:  # a comment line keeps each part a valid script on its own
-            script = f"# ===== {name}/job.sh (cluster {profile.name}) =====\n{script}"
-        parts.append(script)
-    return "\n".join(parts)
 
 
 @app.command()
@@ -764,6 +765,118 @@ def clusters(ctx: typer.Context, json_output: JsonOpt = False) -> None:
         return ConfigError.exit_code if broken else 0
 
     _guard(ctx, json_output, body)
+
+
+runs_app = typer.Typer(
+    name="runs",
+    help="List the runs of the local index; forget or prune them.",
+    rich_markup_mode=None,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+app.add_typer(runs_app)
+
+
+@runs_app.callback(invoke_without_command=True)
+def runs(
+    ctx: typer.Context,
+    refresh: Annotated[
+        bool, typer.Option("--refresh", help="Read every listed run's state again (SSH).")
+    ] = False,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, metavar="N", help="Only the N newest runs.")
+    ] = None,
+    json_output: JsonOpt = False,
+) -> None:
+    """List the runs of the local index: id, when, clusters, benchmarks, last known state.
+
+    From the index only, no SSH, unless --refresh. The state is what the last status or
+    wait saw. Subcommands: forget RUN_ID..., prune --older-than DURATION.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+
+    def body() -> int:
+        from remote_chain import runs as index_runs  # noqa: PLC0415 - start-up time
+
+        inv = _prepare(ctx, json_output=json_output)
+        rc = inv.orchestrator()
+        listed = rc.index.recent(limit)
+        codes: list[int] = []
+        if refresh and listed:
+            ids = [r.run_id for r in listed]
+            with inv.progress(f"reading {len(ids)} runs"):
+                results = inv.run(lambda o: o.status_recent(run_ids=ids))
+            failures = {f.cluster: f for r in results for f in r.failures}
+            codes = _report_failures(list(failures.values()))
+            listed = [r for r in (rc.index.load(i) for i in ids) if r is not None]
+        from remote_chain import render as views  # noqa: PLC0415 - start-up time
+
+        rows = [index_runs.run_json(r) for r in listed]
+        inv.emit({"runs": rows, "index": str(rc.index.folder)}, lambda: views.runs_view(rows))
+        return combine(codes)
+
+    _guard(ctx, json_output, body)
+
+
+@runs_app.command("forget")
+def runs_forget(
+    ctx: typer.Context,
+    run_ids: Annotated[list[str], typer.Argument(metavar="RUN_ID...", help="The runs to remove.")],
+    json_output: JsonOpt = False,
+) -> None:
+    """Remove runs from the local index; nothing on any cluster is touched.
+
+    Exit 1 if some RUN_ID was not in the index (the others are still removed).
+    """
+
+    def body() -> int:
+        from remote_chain import runs as index_runs  # noqa: PLC0415 - start-up time
+
+        inv = _prepare(ctx, json_output=json_output)
+        gone, unknown = index_runs.forget(inv.orchestrator().index, run_ids)
+        for run_id in unknown:
+            error_line(f"{run_id}: not in the local index")
+        document = {"forgotten": gone, "not_found": unknown}
+        inv.emit(document, lambda: _lines([f"forgot {r}" for r in gone]))
+        return 1 if unknown else 0
+
+    _guard(ctx, json_output, body)
+
+
+@runs_app.command("prune")
+def runs_prune(
+    ctx: typer.Context,
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than",
+            metavar="DURATION",
+            help="Forget runs submitted longer ago than this: 30d, 12h, 90m, 2w, or a Slurm "
+            "duration (D-HH:MM:SS, ...).",
+        ),
+    ],
+    json_output: JsonOpt = False,
+) -> None:
+    """Forget runs older than a duration from the local index; clusters are not touched."""
+
+    def body() -> int:
+        from remote_chain import runs as index_runs  # noqa: PLC0415 - start-up time
+
+        inv = _prepare(ctx, json_output=json_output)
+        seconds = index_runs.parse_age(older_than)
+        removed = index_runs.prune(inv.orchestrator().index, seconds)
+        ids = [r.run_id for r in removed]
+        inv.emit({"forgotten": ids}, lambda: _lines([f"forgot {r}" for r in ids] or ["none"]))
+        return 0
+
+    _guard(ctx, json_output, body)
+
+
+def _lines(lines: Sequence[str]) -> RenderableType:
+    from rich.text import Text  # noqa: PLC0415 - start-up time
+
+    return Text("\n".join(lines))
 
 
 def main() -> None:

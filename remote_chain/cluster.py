@@ -144,6 +144,11 @@ class ClusterSession:
     def name(self) -> str:
         return self.profile.name
 
+    @property
+    def connected_once(self) -> bool:
+        """Whether this session ever reached the cluster (so it may have changed something)."""
+        return self._connected_once
+
     async def remote(self) -> Remote:
         async with self._lock:
             if self._remote is None:

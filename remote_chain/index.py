@@ -4,6 +4,10 @@ One JSON file per run under ``$XDG_STATE_HOME/remote-chain/runs/`` (interface.md
 ``status``/``cancel``/``logs`` need only the run id on the machine that submitted; with
 ``--cluster`` they work without it (e.g. from CI), reading ``<workdir>/<run_id>/<cluster>``.
 Writes are atomic (tmp + rename); an unreadable entry is skipped with a warning, never fatal.
+
+Users manage it (``remote-chain runs``, ``runs forget``, ``runs prune``): each entry also keeps
+the chain states last seen by ``status``/``wait`` (``states``, ``checked``), so the list needs
+no SSH. Entries written before those fields existed read as "never checked".
 """
 
 from __future__ import annotations
@@ -31,11 +35,17 @@ class IndexedRun:
     run_id: str
     created: str
     clusters: dict[str, IndexedCluster] = field(default_factory=dict)
+    # "<cluster>/<benchmark>" -> chain state last seen, and when (ISO 8601 UTC); {} and ""
+    # until a status has been read.
+    states: dict[str, str] = field(default_factory=dict)
+    checked: str = ""
 
     def to_json(self) -> dict[str, object]:
         return {
             "run_id": self.run_id,
             "created": self.created,
+            "states": dict(self.states),
+            "checked": self.checked,
             "clusters": {
                 name: {
                     "run_dir": c.run_dir,
@@ -58,7 +68,17 @@ class IndexedRun:
                         tuple(str(b) for b in c.get("benchmarks", []) or []),
                         str(c.get("executor", "slurm")),
                     )
-        return cls(str(data["run_id"]), str(data.get("created", "")), clusters)
+        states_raw = data.get("states")
+        states = (
+            {str(k): str(v) for k, v in states_raw.items()} if isinstance(states_raw, dict) else {}
+        )
+        return cls(
+            str(data["run_id"]),
+            str(data.get("created", "")),
+            clusters,
+            states,
+            str(data.get("checked", "") or ""),
+        )
 
 
 class RunIndex:
@@ -85,7 +105,8 @@ class RunIndex:
             log.warning("index_entry_unreadable", run_id=run_id, error=str(exc))
             return None
 
-    def recent(self, limit: int = 10) -> list[IndexedRun]:
+    def recent(self, limit: int | None = 10) -> list[IndexedRun]:
+        """The newest ``limit`` runs (all with None): generated ids newest first, then others."""
         if not self.folder.is_dir():
             return []
         paths = sorted(self.folder.glob("rc-*.json"), reverse=True)
@@ -93,8 +114,16 @@ class RunIndex:
             p for p in self.folder.glob("*.json") if not p.name.startswith(("rc-", "."))
         )
         runs = []
-        for path in paths[:limit]:
+        for path in paths if limit is None else paths[:limit]:
             run = self.load(path.stem)
             if run is not None:
                 runs.append(run)
         return runs
+
+    def forget(self, run_id: str) -> bool:
+        """Remove a run's entry (local only: nothing on any cluster); False if there was none."""
+        try:
+            self._path(run_id).unlink()
+        except FileNotFoundError:
+            return False
+        return True

@@ -39,6 +39,7 @@ from remote_chain.index import IndexedCluster, IndexedRun, RunIndex
 from remote_chain.plan import (
     build_bundle,
     check_run_id,
+    job_spec,
     new_run_id,
     read_uploads,
     run_dir,
@@ -46,6 +47,8 @@ from remote_chain.plan import (
 )
 from remote_chain.reachability import Outages
 from remote_chain.remote import ClosingContext, open_remote
+from remote_chain.runs import note_status
+from remote_chain.script import render_job_script
 from remote_chain.settings import Settings
 from remote_chain.snapshot import Target
 
@@ -228,6 +231,22 @@ class DoctorResult:
         }
 
 
+@dataclass(frozen=True)
+class RenderedScript:
+    """One ``job.sh`` exactly as submit would upload it to ``<run_dir>/<benchmark>/job.sh``."""
+
+    cluster: str
+    benchmark: str
+    text: str
+
+    @property
+    def path(self) -> str:
+        """Where it lands under ``render --out DIR``: the run folder's own layout."""
+        return f"{self.cluster}/{self.benchmark}/job.sh"
+
+
+# `render` runs without submitting, so there is no run id yet: this placeholder stands in.
+RENDER_RUN_ID = "rc-RENDER"
 RESUMABLE_STATES = frozenset({ChainStateName.FAILED, ChainStateName.STOPPED})
 
 
@@ -249,6 +268,8 @@ class Orchestrator(ClosingContext):
         self._opener = opener
         self._retry = retry
         self._sessions: dict[str, ClusterSession] = {}
+        # Profiles given as objects (``clusters=[ClusterProfile(...)]``) win over files.
+        self._given: dict[str, ClusterProfile] = {}
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
@@ -256,7 +277,35 @@ class Orchestrator(ClosingContext):
                 await session.aclose()
 
     def profile(self, name: str) -> ClusterProfile:
+        """The profile of this name: one given as an object, else ``<name>.toml``.
+
+        Raises ``ConfigError`` for an unknown name or an invalid profile file.
+        """
+        if name in self._given:
+            return self._given[name]
         return find_profile(name, clusters_dirs=self.clusters_dirs)
+
+    def _cluster_names(self, clusters: Sequence[str | ClusterProfile]) -> list[str]:
+        """Names for ``clusters``; a ``ClusterProfile`` object is remembered under its name.
+
+        Raises ``ConfigError`` if two different profile objects share one name (the name is
+        part of every remote path, so it must say which cluster is meant).
+        """
+        names = []
+        for cluster in clusters:
+            if isinstance(cluster, ClusterProfile):
+                known = self._given.get(cluster.name)
+                if known is not None and known != cluster:
+                    raise ConfigError(
+                        f"two different profiles named {cluster.name!r}",
+                        source="<python>",
+                        field="clusters",
+                    )
+                self._given[cluster.name] = cluster
+                names.append(cluster.name)
+            else:
+                names.append(cluster)
+        return names
 
     def session(self, name: str) -> ClusterSession:
         if name not in self._sessions:
@@ -293,13 +342,24 @@ class Orchestrator(ClosingContext):
     async def submit(
         self,
         config: SubmitConfig | Path,
-        clusters: Sequence[str],
+        clusters: Sequence[str | ClusterProfile],
         *,
         benchmarks: Sequence[str] = (),
         run_id: str | None = None,
         dry_run: bool = False,
     ) -> SubmitResult:
-        """Upload and submit a run on every cluster: one exec per cluster, concurrently."""
+        """Upload and submit a run on every cluster: one exec per cluster, concurrently.
+
+        ``config`` is a loaded (or built) ``SubmitConfig`` or the path of a YAML file;
+        ``clusters`` are profile names or ``ClusterProfile`` objects. Everything local is
+        checked before any connection. A cluster that fails is listed in the result's
+        ``failures``, never raised. A run that queued nothing anywhere is not kept in the
+        local index.
+
+        Raises ``ConfigError`` (bad config, unknown cluster, invalid run id, unreadable
+        upload or key file) before anything is sent.
+        """
+        clusters = self._cluster_names(clusters)
         if not clusters:
             raise ConfigError(
                 "name at least one cluster", source="<command line>", field="--cluster"
@@ -359,7 +419,40 @@ class Orchestrator(ClosingContext):
                         (s.error if s else "no answer for this benchmark"),
                     )
                 )
+        self._settle_index(run_id, subs_list, failures)
         return SubmitResult(run_id, tuple(subs_list), tuple(failures))
+
+    def _settle_index(
+        self, run_id: str, subs: Sequence[Submission], failures: Sequence[ClusterFailure]
+    ) -> None:
+        """Keep in the index only the clusters where the run may exist (interface.md §4).
+
+        The entry is written before connecting, so a crash mid-submit still leaves the run
+        findable. Afterwards a cluster that certainly queued nothing (no job id, and either it
+        answered or it was never reached) is dropped; with none left the entry goes: a submit
+        that queued nothing anywhere is not a run.
+        """
+        keep = {s.cluster for s in subs if s.job_id is not None or s.existing}
+        # A cluster that failed after it was once connected (a dropped reply, a timeout
+        # mid-exec) may have queued jobs: keep it. One never reached (dead host, auth, host
+        # key, bad profile) certainly did not.
+        keep |= {f.cluster for f in failures if self._was_connected(f.cluster)}
+        entry = self.index.load(run_id)
+        if entry is None or keep == set(entry.clusters):
+            return
+        try:
+            if keep:
+                clusters = {k: v for k, v in entry.clusters.items() if k in keep}
+                self.index.save(IndexedRun(entry.run_id, entry.created, clusters))
+            else:
+                self.index.forget(run_id)
+                log.info("run_not_recorded", run_id=run_id, reason="nothing was queued")
+        except OSError as exc:
+            log.warning("index_write_failed", error=str(exc))
+
+    def _was_connected(self, name: str) -> bool:
+        session = self._sessions.get(name)
+        return session is not None and session.connected_once
 
     def _remember(
         self,
@@ -376,12 +469,54 @@ class Orchestrator(ClosingContext):
         except OSError as exc:  # the index is a convenience: never fail a submit on it
             log.warning("index_write_failed", error=str(exc))
 
+    # --- render -------------------------------------------------------------------------------
+    def render(
+        self,
+        config: SubmitConfig | Path,
+        clusters: Sequence[str | ClusterProfile],
+        *,
+        benchmarks: Sequence[str] = (),
+        run_id: str = RENDER_RUN_ID,
+    ) -> list[RenderedScript]:
+        """Each job script submit would send, per cluster and benchmark; locally, no SSH.
+
+        The text is byte for byte the uploaded ``job.sh`` (the same ``build_bundle`` code path
+        renders it); secret env values never appear in it (job.sh sources them from a
+        separate mode-600 file). ``run_id`` defaults to the placeholder ``rc-RENDER``.
+
+        Raises ``ConfigError`` for a bad config, an unknown cluster, an invalid run id, an
+        unknown benchmark, or a config the cluster's executor cannot run.
+        """
+        names = self._cluster_names(clusters)
+        if not names:
+            raise ConfigError(
+                "name at least one cluster", source="<command line>", field="--cluster"
+            )
+        cfg = config if isinstance(config, SubmitConfig) else load_submit_config(config)
+        wanted = select_benchmarks(cfg, benchmarks)
+        check_run_id(run_id)
+        out = []
+        for name in dict.fromkeys(names):
+            profile = self.profile(name)
+            check_for_cluster(cfg, profile)
+            for bench in wanted:
+                spec = job_spec(
+                    cfg,
+                    profile,
+                    bench,
+                    run_id=run_id,
+                    lookup_timeout_s=self.settings.lookup_timeout,
+                )
+                out.append(RenderedScript(profile.name, bench, render_job_script(spec)))
+        return out
+
     # --- status / wait --------------------------------------------------------------------------
     def _targets(
-        self, run_id: str, clusters: Sequence[str], benchmarks: Sequence[str]
+        self, run_id: str, clusters: Sequence[str | ClusterProfile], benchmarks: Sequence[str]
     ) -> dict[str, Target]:
         """Which folder to read on which cluster: --cluster wins, else the local index."""
         check_run_id(run_id)
+        clusters = self._cluster_names(clusters)
         if clusters:
             return {
                 c: Target(run_id, run_dir(self.profile(c), run_id), tuple(benchmarks))
@@ -403,11 +538,19 @@ class Orchestrator(ClosingContext):
         self,
         run_id: str,
         *,
-        clusters: Sequence[str] = (),
+        clusters: Sequence[str | ClusterProfile] = (),
         benchmarks: Sequence[str] = (),
         retry_lag: bool = True,
     ) -> StatusResult:
-        """Every chain of the run: one exec (one sacct, one squeue) per cluster."""
+        """Every chain of the run: one exec (one sacct, one squeue) per cluster.
+
+        ``clusters`` (names or ``ClusterProfile`` objects) name where to read; without them
+        the local index says. Unreachable clusters are listed in ``failures``, not raised.
+        The states read are kept in the local index (``remote-chain runs``).
+
+        Raises ``ConfigError`` for an invalid run id, an unknown cluster, or a run that is
+        not in the index when no cluster is named.
+        """
         targets = self._targets(run_id, clusters, benchmarks)
         results, failures = await self._fan_out(
             list(targets),
@@ -419,13 +562,22 @@ class Orchestrator(ClosingContext):
             for name in targets
             if name in results and not results[name]
         ]
-        return StatusResult(run_id, tuple(chains), tuple(failures + missing))
+        result = StatusResult(run_id, tuple(chains), tuple(failures + missing))
+        note_status(self.index, [result])
+        return result
 
     async def status_recent(
-        self, *, limit: int = 10, clusters: Sequence[str] = ()
+        self, *, limit: int = 10, clusters: Sequence[str] = (), run_ids: Sequence[str] = ()
     ) -> list[StatusResult]:
-        """``status`` with no run id: the recent runs of the local index, one exec per cluster."""
-        runs = self.index.recent(limit)
+        """``status`` with no run id: the recent runs of the local index, one exec per cluster.
+
+        ``run_ids`` picks index entries instead of the ``limit`` newest. Failures are listed
+        per run, never raised; the states read are kept in the index.
+        """
+        if run_ids:
+            runs = [r for r in (self.index.load(i) for i in run_ids) if r is not None]
+        else:
+            runs = self.index.recent(limit)
         per_cluster: dict[str, list[Target]] = {}
         for run in runs:
             for name, c in run.clusters.items():
@@ -441,6 +593,7 @@ class Orchestrator(ClosingContext):
             )
             fails = tuple(f for f in failures if f.cluster in run.clusters)
             out.append(StatusResult(run.run_id, chains, fails))
+        note_status(self.index, out)
         return out
 
     async def wait(

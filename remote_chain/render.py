@@ -258,3 +258,28 @@ def clusters_view(
     if not profiles and not broken:
         return Group(Text("no cluster profiles found"), note)
     return Group(table, note)
+
+
+def runs_view(rows: Sequence[dict[str, object]]) -> RenderableType:
+    """``remote-chain runs``: one row per indexed run (rows are ``runs.run_json`` dicts)."""
+    if not rows:
+        return Text("no runs in the local index")
+    table = _table("runs (local index)")
+    table.add_column("run", no_wrap=True)
+    table.add_column("submitted", no_wrap=True)
+    table.add_column("clusters", overflow="fold")
+    table.add_column("benchmarks", overflow="fold")
+    table.add_column("last known state", overflow="fold")
+    for row in rows:
+        clusters = row.get("clusters")
+        benches = row.get("benchmarks")
+        state = str(row.get("state", ""))
+        style = CHAIN_STYLES.get(state, "dim" if state == "not checked" else "")
+        table.add_row(
+            str(row["run_id"]),
+            str(row.get("created") or NONE).replace("T", " ")[:19],
+            ", ".join(map(str, clusters)) if isinstance(clusters, list) else NONE,
+            ", ".join(map(str, benches)) if isinstance(benches, list) else NONE,
+            Text(state, style=style),
+        )
+    return table

@@ -36,6 +36,7 @@ from remote_chain.errors import (
     StateError,
     SubmitError,
 )
+from remote_chain.jobscripts import split_stdout
 from remote_chain.logconfig import REDACTED, configure_logging, redact_secrets
 from remote_chain.orchestrator import WaitTimeout
 from remote_chain.remote import Endpoint, Remote
@@ -485,11 +486,17 @@ def test_render_prints_the_job_script_without_secrets(world: World) -> None:
 
 
 def test_render_of_every_benchmark_separates_the_scripts(world: World) -> None:
-    """Without --benchmark, render prints each benchmark's script after a comment header."""
-    result = world.invoke("render", str(world.config), "--cluster", "eos")
+    """Several scripts are each under a header line outside them; each is the uploaded job.sh."""
+    document = world.submit(extra=("--run-id", "rc-same"))
+    result = world.invoke("render", str(world.config), "--cluster", "eos", "--run-id", "rc-same")
     assert result.exit_code == 0, result.stderr
-    assert "# ===== gpqa/job.sh" in result.stdout
-    assert "# ===== smoke/job.sh" in result.stdout
+    assert result.stdout.startswith("==> eos/gpqa/job.sh <==\n#!/bin/bash\n")
+    scripts = split_stdout(result.stdout)
+    assert set(scripts) == {"eos/gpqa/job.sh", "eos/smoke/job.sh"}
+    workdir = world.cluster("eos").workdir / _run_id(document)
+    for path, text in scripts.items():
+        assert text.startswith("#!/bin/bash\n")
+        assert (workdir / path).read_text() == text  # byte for byte what submit uploaded
 
 
 # --- secrets --------------------------------------------------------------------------------
