@@ -50,7 +50,7 @@ from pydantic import (
 from remote_chain.durations import MAX_DURATION_S, format_duration, parse_duration
 from remote_chain.errors import ConfigError
 from remote_chain.models import NAME_RE
-from remote_chain.yamlload import MAX_YAML_BYTES, load_yaml
+from remote_chain.yamlload import MAX_YAML_BYTES, load_yaml_lines
 
 if TYPE_CHECKING:
     from remote_chain.settings import Settings
@@ -596,16 +596,35 @@ def _message(err: Any, loc: Sequence[object], root: type[BaseModel]) -> str:
     return message
 
 
-def _config_error(exc: ValidationError, *, source: str, root: type[BaseModel]) -> ConfigError:
+def _at_line(message: str, loc: Sequence[object], lines: Mapping[tuple[Any, ...], int]) -> str:
+    """``message (line N)``: the line of the deepest key of ``loc`` that the file wrote."""
+    path = tuple(p if isinstance(p, int) and not isinstance(p, bool) else str(p) for p in loc)
+    for end in range(len(path), 0, -1):
+        if path[:end] in lines:
+            return f"{message} (line {lines[path[:end]]})"
+    return message
+
+
+def _config_error(
+    exc: ValidationError,
+    *,
+    source: str,
+    root: type[BaseModel],
+    lines: Mapping[tuple[Any, ...], int] | None = None,
+) -> ConfigError:
     problems: list[tuple[str, str]] = []
+    lines = lines or {}
     for err in exc.errors(include_url=False):
         # "[key]" marks a dict key's own error, the tags are our discriminated union's.
         loc = [p for p in err["loc"] if p not in ("[key]", _TAG_FLAG, _TAG_SPEC)]
         inner = (err.get("ctx") or {}).get("error")
         if isinstance(inner, _Problems):
-            problems.extend((_render_loc([*loc, *sub]), message) for sub, message in inner.problems)
+            problems.extend(
+                (_render_loc([*loc, *sub]), _at_line(message, [*loc, *sub], lines))
+                for sub, message in inner.problems
+            )
         else:
-            problems.append((_render_loc(loc), _message(err, loc, root)))
+            problems.append((_render_loc(loc), _at_line(_message(err, loc, root), loc, lines)))
     field, message = problems[0]
     if len(problems) > 1:
         shown = [f"  {where or '(top level)'}: {what}" for where, what in problems[:20]]
@@ -629,9 +648,11 @@ def _read(path: Path) -> bytes:
 def load_submit_config(path: Path, *, environ: Mapping[str, str] | None = None) -> SubmitConfig:
     """Read and validate a submit config; ``environ`` feeds ``from_env`` (default os.environ)."""
     source = str(path)
-    raw = load_yaml(_read(path), source=source)
+    raw, lines = load_yaml_lines(_read(path), source=source)
     if not isinstance(raw, Mapping):
         raise ConfigError("expected a mapping with a 'driver' key at the top", source=source)
+    # Top-level x-* keys are the user's own (a home for anchors, as in docker compose).
+    raw = {k: v for k, v in raw.items() if not (isinstance(k, str) and k.startswith("x-"))}
     context = {
         FROM_FILE: True,
         "base_dir": path.absolute().parent,
@@ -640,7 +661,7 @@ def load_submit_config(path: Path, *, environ: Mapping[str, str] | None = None) 
     try:
         parsed = _SubmitFile.model_validate(raw, context=context)
     except ValidationError as exc:
-        raise _config_error(exc, source=source, root=_SubmitFile) from None
+        raise _config_error(exc, source=source, root=_SubmitFile, lines=lines) from None
     return SubmitConfig(driver=parsed.driver, source=path.absolute())
 
 

@@ -5,8 +5,11 @@ differs from it on purpose:
 
 - UTF-8 only, at most ``MAX_YAML_BYTES``: a config is small text, and an error is better than
   mojibake in a command line.
-- No anchors or aliases: a ten-line "billion laughs" alias bomb expands to gigabytes, and a
-  config has no need for them. Merge keys (``<<``) go with them.
+- Anchors, aliases and merge keys (``<<: *gpu``) are accepted (one ``slurm:`` block shared by
+  forty benchmarks is the common pattern), but what aliases expand to is capped at
+  ``MAX_ALIAS_NODES`` nodes in all: a ten-line "billion laughs" alias bomb would otherwise
+  expand to gigabytes. Keys written in a mapping override merged ones, as YAML's merge key
+  says; a key written twice in one mapping is still an error.
 - YAML 1.1's sexagesimal numbers are not resolved: ``time: 48:00:00`` stays the string
   ``"48:00:00"`` (PyYAML would read 172800), so Slurm durations reach ``parse_duration``
   exactly as written. Only decimal ints are implicit ints: ``0123`` (YAML 1.1 octal 83),
@@ -18,6 +21,8 @@ differs from it on purpose:
 - Nesting deeper than ``MAX_DEPTH`` is an error, not a RecursionError.
 
 Every failure is a ``ConfigError`` naming the file and, where YAML knows it, the line.
+``load_yaml_lines`` also returns the line of every key and list item, so that validation
+errors (config.py) can name the line as well as the field.
 """
 
 from __future__ import annotations
@@ -28,12 +33,17 @@ from typing import Any, ClassVar
 import yaml
 from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
-from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from remote_chain.errors import ConfigError
 
 MAX_YAML_BYTES = 1024 * 1024
 MAX_DEPTH = 64
+# Nodes that aliases may expand to, all aliases of a document together: a real config's
+# shared blocks come to a few thousand at most; "billion laughs" needs billions.
+MAX_ALIAS_NODES = 100_000
+# A path into the loaded data: mapping keys (as str) and list indexes.
+Path = tuple[str | int, ...]
 
 _CORE = "tag:yaml.org,2002:"
 _KEPT_RESOLVERS = {_CORE + "null", _CORE + "bool", _CORE + "merge"}
@@ -55,15 +65,19 @@ class _StrictLoader(yaml.SafeLoader):
     yaml_constructors: ClassVar[dict[str | None, Any]] = {}
 
     _depth = 0
+    _expanded = 0
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        # id(node) -> how many nodes it stands for once every alias inside it is expanded.
+        self._weights: dict[int, int] = {}
+
+    def _weight(self, node: Node) -> int:
+        return self._weights.get(id(node), 1)
 
     def compose_node(self, parent: Node | None, index: int) -> Node | None:
         event: Any = self.peek_event()  # type: ignore[no-untyped-call]
         mark: Any = event.start_mark
-        anchor = getattr(event, "anchor", None)
-        if isinstance(event, yaml.AliasEvent):
-            raise ComposerError(None, None, f"aliases (*{anchor}) are not allowed", mark)
-        if anchor is not None:
-            raise ComposerError(None, None, f"anchors (&{anchor}) are not allowed", mark)
         if self._depth >= MAX_DEPTH:
             raise ComposerError(None, None, f"nested deeper than {MAX_DEPTH} levels", mark)
         self._depth += 1
@@ -71,6 +85,25 @@ class _StrictLoader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
+        if node is None:
+            return None
+        if isinstance(event, yaml.AliasEvent):
+            # The alias stands for a copy of its anchor's whole tree: count it, so that nested
+            # aliases (each level doubling the last) hit the cap after a few levels.
+            self._expanded += self._weight(node)
+            if self._expanded > MAX_ALIAS_NODES:
+                raise ComposerError(
+                    None,
+                    None,
+                    f"aliases expand to more than {MAX_ALIAS_NODES} nodes (an alias bomb?)",
+                    mark,
+                )
+        elif isinstance(node, MappingNode):
+            self._weights[id(node)] = 1 + sum(
+                self._weight(k) + self._weight(v) for k, v in node.value
+            )
+        elif isinstance(node, SequenceNode):
+            self._weights[id(node)] = 1 + sum(self._weight(item) for item in node.value)
         return node
 
     def construct_mapping(self, node: Node, deep: bool = False) -> dict[Any, Any]:
@@ -78,23 +111,32 @@ class _StrictLoader(yaml.SafeLoader):
             raise ConstructorError(
                 None, None, f"expected a mapping, found {type(node).__name__}", node.start_mark
             )
+        own = sum(1 for key_node, _ in node.value if key_node.tag != _CORE + "merge")
+        # PyYAML's flatten_mapping puts the merged pairs first, in merge order (for a list of
+        # mappings the first one wins), and keeps the written pairs last.
+        self.flatten_mapping(node)
+        merged = node.value[: len(node.value) - own]
         mapping: dict[Any, Any] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == _CORE + "merge":
-                raise ConstructorError(
-                    None, None, "merge keys (<<) are not allowed", key_node.start_mark
-                )
-            key = self.construct_object(key_node, deep=deep)
-            try:
-                duplicate = key in mapping
-            except TypeError:
-                raise ConstructorError(
-                    None, None, "a mapping key must be a scalar", key_node.start_mark
-                ) from None
-            if duplicate:
+        for key_node, value_node in merged:
+            mapping[self._key(key_node, deep)] = self.construct_object(value_node, deep=deep)
+        written: set[Any] = set()
+        for key_node, value_node in node.value[len(node.value) - own :]:
+            key = self._key(key_node, deep)
+            if key in written:
                 raise ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            written.add(key)
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
+
+    def _key(self, key_node: Node, deep: bool) -> Any:
+        key = self.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise ConstructorError(
+                None, None, "a mapping key must be a scalar", key_node.start_mark
+            ) from None
+        return key
 
     def construct_yaml_int(self, node: ScalarNode) -> int:
         if ":" in str(node.value):  # `!!int 1:30` would still be read as base 60
@@ -160,8 +202,34 @@ def _describe(exc: yaml.YAMLError, text: str) -> str:
     return f"invalid YAML: {exc}"
 
 
+def _lines(node: Node, path: Path, out: dict[Path, int], budget: list[int]) -> None:
+    """The 1-based line of every key and list item under ``node``, keyed by its path.
+
+    A merged key (``<<: *gpu``) has the line where the anchor wrote it, unless overridden.
+    """
+    budget[0] -= 1
+    if budget[0] < 0:  # aliases may repeat subtrees; their size is capped, this walk too
+        return
+    if isinstance(node, MappingNode):
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                continue
+            sub = (*path, str(key_node.value))
+            out[sub] = key_node.start_mark.line + 1  # written keys come after merged ones
+            _lines(value_node, sub, out, budget)
+    elif isinstance(node, SequenceNode):
+        for i, item in enumerate(node.value):
+            out[(*path, i)] = item.start_mark.line + 1
+            _lines(item, (*path, i), out, budget)
+
+
 def load_yaml(data: bytes, *, source: str) -> object:
     """The one document in ``data`` as plain dicts, lists and scalars; ``ConfigError`` otherwise."""
+    return load_yaml_lines(data, source=source)[0]
+
+
+def load_yaml_lines(data: bytes, *, source: str) -> tuple[object, dict[Path, int]]:
+    """``load_yaml``, and the line of every key and list item (path -> 1-based line)."""
     if len(data) > MAX_YAML_BYTES:
         raise ConfigError(
             f"file is {len(data)} bytes; a config may be at most {MAX_YAML_BYTES} bytes",
@@ -180,7 +248,14 @@ def load_yaml(data: bytes, *, source: str) -> object:
         # The Reader checks for non-printable characters already in the constructor.
         loader = _StrictLoader(text)
         try:
-            return loader.get_single_data()
+            node = loader.get_single_node()
+            if node is None:
+                return None, {}
+            data = loader.construct_document(node)
+            lines: dict[Path, int] = {}
+            # After construction: merge keys are flattened, so merged keys have paths too.
+            _lines(node, (), lines, [MAX_ALIAS_NODES * 2])
+            return data, lines
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:
