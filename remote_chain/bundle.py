@@ -45,6 +45,7 @@ class ChainPlan:
     remote_dir: str
     job_name: str
     resumable: bool
+    time_limit_s: int | None = None  # each link's --time; in the record for status --timeline
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ def _record_prefix(bundle: ClusterBundle, chain: ChainPlan) -> str:
         "remote_dir": chain.remote_dir,
         "job_name": chain.job_name,
         "resumable": chain.resumable,
+        "time_limit_s": chain.time_limit_s,
     }
     return json.dumps(static)[:-1] + ', "first_job_id": '
 

@@ -10,6 +10,7 @@ never read as success or failure.
 from __future__ import annotations
 
 import enum
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -38,6 +39,9 @@ class JobView:
     elapsed_s: int | None = None
     exit_code: str = ""
     reason: str = ""
+    # sacct's Start/End (ISO 8601, cluster local time, no zone), "" when Slurm has none yet.
+    start: str = ""
+    end: str = ""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -46,6 +50,8 @@ class JobView:
             "elapsed_s": self.elapsed_s,
             "exit_code": self.exit_code,
             "reason": self.reason,
+            "start": self.start or None,
+            "end": self.end or None,
         }
 
 
@@ -61,6 +67,9 @@ class ChainStatus:
     remote_dir: str = ""
     error: str | None = None
     warnings: tuple[str, ...] = field(default=())
+    # Each link's walltime (--time), from the run record; None for runs recorded before it
+    # was kept, or without a time limit.
+    time_limit_s: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -73,6 +82,7 @@ class ChainStatus:
             "remote_dir": self.remote_dir,
             "error": self.error,
             "warnings": list(self.warnings),
+            "time_limit_s": self.time_limit_s,
         }
 
 
@@ -201,17 +211,33 @@ def _status(  # noqa: PLR0917 - a private constructor helper, every field positi
 
 def _job_view(job_id: JobId, snap: Snapshot) -> JobView:
     rec = snap.sacct.get(job_id)
+    start, end = (_when(rec.start), _when(rec.end)) if rec else ("", "")
     if job_id in snap.squeue:
         queued = snap.squeue[job_id]
         return JobView(
-            job_id, queued.state.value, rec.elapsed_s if rec else None, "", queued.reason
+            job_id,
+            queued.state.value,
+            rec.elapsed_s if rec else None,
+            "",
+            queued.reason,
+            start,
+            "",
         )
     if rec is None:
         return JobView(job_id, "UNKNOWN")
     state = rec.state.value
     if rec.cancelled_by is not None:
         state = f"CANCELLED by {rec.cancelled_by}"
-    return JobView(job_id, state, rec.elapsed_s, rec.exit_code, rec.reason)
+    return JobView(job_id, state, rec.elapsed_s, rec.exit_code, rec.reason, start, end)
+
+
+def _when(text: str) -> str:
+    """sacct's Start/End as given (``2026-11-29T20:01:02``); "" for Unknown/None/garbage."""
+    text = text.strip()
+    return text if _SACCT_TIME.fullmatch(text) else ""
+
+
+_SACCT_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
 
 def _decided(events: list[Event], job_id: str) -> str | None:
@@ -293,3 +319,22 @@ def _shell_state(first_id: str, files: ChainFiles, snap: Snapshot) -> ChainState
         return ChainStateName.CANCELLED if files.cancel_marker else ChainStateName.UNKNOWN
     code = exit_read.content.strip()
     return ChainStateName.COMPLETED if code == "0" else ChainStateName.FAILED
+
+
+def time_limits(record: str | None) -> dict[str, int]:
+    """Benchmark -> each link's walltime in seconds, from a run record (remote-chain.json).
+
+    Records written before ``time_limit_s`` was kept, or still being written, give {}.
+    """
+    try:
+        data = json.loads(record or "")
+    except ValueError:
+        return {}
+    chains = data.get("chains") if isinstance(data, dict) else None
+    out: dict[str, int] = {}
+    for chain in chains if isinstance(chains, list) else []:
+        if isinstance(chain, dict):
+            limit = chain.get("time_limit_s")
+            if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
+                out[str(chain.get("benchmark"))] = limit
+    return out

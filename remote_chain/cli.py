@@ -396,6 +396,12 @@ def status(
         int,
         typer.Option("--limit", min=1, metavar="N", help="Without RUN_ID: this many runs."),
     ] = RECENT_LIMIT,
+    timeline: Annotated[
+        bool,
+        typer.Option(
+            "--timeline", help="Each chain as a row of its links, coloured by how each ended."
+        ),
+    ] = False,
 ) -> None:
     """Show every chain of a run, or the recent runs.
 
@@ -411,18 +417,28 @@ def status(
         if run_id is None:
             if watch:
                 raise ConfigError("--watch needs a RUN_ID", source=COMMAND_LINE, field="--watch")
-            return _status_recent(inv, clusters, benches, limit)
+            return _status_recent(inv, clusters, benches, limit, timeline)
         if watch:
-            return _status_watch(inv, run_id, clusters, benches)
+            return _status_watch(inv, run_id, clusters, benches, timeline)
         n = len(clusters)
         with inv.progress(f"reading {run_id}" + (f" on {n} clusters" if n > 1 else "")):
             result = inv.run(lambda rc: rc.status(run_id, clusters=clusters, benchmarks=benches))
-        from remote_chain import render as views  # noqa: PLC0415 - start-up time
 
-        inv.emit(result.to_json(), lambda: views.status_table(result))
+        inv.emit(result.to_json(), lambda: _run_view(result, timeline))
         return combine(_report_failures(result.failures))
 
     _guard(ctx, json_output, body)
+
+
+def _run_view(result: StatusResult, timeline: bool) -> RenderableType:
+    """One run as the status table, or (``--timeline``) as rows of link bars."""
+    if timeline:
+        from remote_chain.timeline import timeline_view  # noqa: PLC0415 - start-up time
+
+        return timeline_view(result)
+    from remote_chain import render as views  # noqa: PLC0415 - start-up time
+
+    return views.status_table(result)
 
 
 def _only(result: StatusResult, clusters: Sequence[str], benches: Sequence[str]) -> StatusResult:
@@ -438,7 +454,7 @@ def _only(result: StatusResult, clusters: Sequence[str], benches: Sequence[str])
 
 
 def _status_recent(
-    inv: Invocation, clusters: Sequence[str], benches: Sequence[str], limit: int
+    inv: Invocation, clusters: Sequence[str], benches: Sequence[str], limit: int, timeline: bool
 ) -> int:
     with inv.progress("reading the recent runs"):
         results = inv.run(lambda rc: rc.status_recent(limit=limit, clusters=clusters))
@@ -447,17 +463,19 @@ def _status_recent(
         results = [r for r in results if r.chains or r.failures]
     from remote_chain import render as views  # noqa: PLC0415 - start-up time
 
-    inv.emit({"runs": [r.to_json() for r in results]}, lambda: views.status_view(results))
+    inv.emit(
+        {"runs": [r.to_json() for r in results]},
+        lambda: views.status_view(results, view=lambda r: _run_view(r, timeline)),
+    )
     # A cluster shared by several runs failed once: report it once.
     failures = {f.cluster: f for r in results for f in r.failures}
     return combine(_report_failures(list(failures.values())))
 
 
 def _status_watch(
-    inv: Invocation, run_id: str, clusters: Sequence[str], benches: Sequence[str]
+    inv: Invocation, run_id: str, clusters: Sequence[str], benches: Sequence[str], timeline: bool
 ) -> int:
     """Poll as ``wait`` does, redrawing the table in place, until every chain has ended."""
-    from remote_chain import render as views  # noqa: PLC0415 - start-up time
 
     if inv.json_output:  # one document: the final state
         result = inv.run(lambda rc: rc.wait(run_id, clusters=clusters, benchmarks=benches))
@@ -468,7 +486,7 @@ def _status_watch(
         with Live(reading, console=stdout_console(), auto_refresh=False) as live:
 
             def redraw(polled: StatusResult) -> None:  # wait calls it with the final state too
-                live.update(views.status_table(_only(polled, (), benches)), refresh=True)
+                live.update(_run_view(_only(polled, (), benches), timeline), refresh=True)
 
             result = inv.run(
                 lambda rc: rc.wait(run_id, clusters=clusters, benchmarks=benches, on_poll=redraw)
@@ -482,6 +500,7 @@ def _status_watch(
 @app.command()
 def wait(
     ctx: typer.Context,
+    *,
     run_id: RunIdArg,
     cluster: ClustersOpt = None,
     timeout: Annotated[
@@ -491,6 +510,16 @@ def wait(
             metavar="DURATION",
             help="Give up (exit 4) after this long: Slurm's forms (MM, MM:SS, HH:MM:SS, "
             "D-HH, D-HH:MM, D-HH:MM:SS; a bare number is minutes) or seconds as 90s.",
+        ),
+    ] = None,
+    summary: Annotated[
+        Path | None,
+        typer.Option(
+            "--summary",
+            metavar="FILE",
+            dir_okay=False,
+            help="Append a Markdown summary (table and Mermaid gantt) to FILE; also done "
+            "to $GITHUB_STEP_SUMMARY when set.",
         ),
     ] = None,
     json_output: JsonOpt = False,
@@ -518,14 +547,45 @@ def wait(
                 )
         except WaitTimeout as exc:
             late = exc.result
+            _write_summaries(late, summary, timed_out=True)
             inv.emit({**late.to_json(), "timed_out": True}, lambda: views.status_table(late))
             _report_failures(late.failures)
             error_line(f"{run_id}: {exc} (--timeout {timeout})")
             return exc.exit_code
+        _write_summaries(result, summary)
         inv.emit(result.to_json(), lambda: views.status_table(result))
         return 0 if result.all_completed else 1
 
     _guard(ctx, json_output, body)
+
+
+GITHUB_STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
+
+
+def _write_summaries(result: StatusResult, path: Path | None, *, timed_out: bool = False) -> None:
+    """Append the run's Markdown summary to ``--summary`` and to ``$GITHUB_STEP_SUMMARY``.
+
+    Appended, never overwritten: a CI step summary collects every step's part. A file that
+    cannot be written is an error line, not a lost result (the exit code stays the run's).
+    """
+    import datetime as dt  # noqa: PLC0415 - start-up time
+
+    from remote_chain.summary import markdown  # noqa: PLC0415 - start-up time
+
+    targets = [path] if path is not None else []
+    github = os.environ.get(GITHUB_STEP_SUMMARY, "")
+    if github and all(Path(github).absolute() != t.absolute() for t in targets):
+        targets.append(Path(github))
+    if not targets:
+        return
+    # A running job's bar ends "now": local time, as sacct's Start/End are the cluster's.
+    text = markdown(result, now=dt.datetime.now(), timed_out=timed_out)
+    for target in targets:
+        try:
+            with target.open("a", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+        except OSError as exc:
+            error_line(f"{target}: cannot write the summary: {exc.strerror or exc}")
 
 
 def parse_timeout(text: str) -> float:

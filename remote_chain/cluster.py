@@ -13,7 +13,7 @@ it sends a script through the ``Remote`` seam, reads the answer, and decides abo
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 import structlog
@@ -45,7 +45,7 @@ from remote_chain.bundle import (
     render_lookup_script,
     render_submit_script,
 )
-from remote_chain.chainstatus import ChainStateName, ChainStatus, derive
+from remote_chain.chainstatus import ChainStateName, ChainStatus, derive, time_limits
 from remote_chain.config import ClusterProfile
 from remote_chain.errors import (
     CommandFailedError,
@@ -329,7 +329,14 @@ class ClusterSession:
 def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:
     out = []
     for run in snap.runs:
-        out += [derive(cluster, files, snap, executor=executor) for files in run.chains]
+        limits = time_limits(run.record)
+        out += [
+            replace(
+                derive(cluster, files, snap, executor=executor),
+                time_limit_s=limits.get(files.benchmark),
+            )
+            for files in run.chains
+        ]
         out += [
             ChainStatus(
                 cluster,

@@ -169,6 +169,7 @@ def build_bundle(
                 remote_dir=spec.remote_dir,
                 job_name=job_name(run_id, name),
                 resumable=spec.policy is not None,
+                time_limit_s=spec.slurm.time_s,
             )
         )
     return ClusterBundle(

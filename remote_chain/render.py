@@ -7,7 +7,7 @@ same view serves a one-off table and ``status --watch``'s live display.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -136,13 +136,16 @@ def status_table(result: StatusResult) -> Table:
     return table
 
 
-def status_view(results: Sequence[StatusResult]) -> RenderableType:
-    """Several runs (``status`` without a run id): one table each."""
+def status_view(
+    results: Sequence[StatusResult],
+    view: Callable[[StatusResult], RenderableType] | None = None,
+) -> RenderableType:
+    """Several runs (``status`` without a run id): one table (or ``view``) each."""
     if not results:
         return Text(
             "no runs in the local index; name one: remote-chain status RUN_ID --cluster NAME"
         )
-    return Group(*(status_table(r) for r in results))
+    return Group(*((view or status_table)(r) for r in results))
 
 
 def state_summary(result: StatusResult) -> str:

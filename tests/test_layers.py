@@ -20,6 +20,7 @@ PURE = [
     "_template",
     "remote/markers",
     "remote/endpoint",
+    "summary",
 ]
 FORBIDDEN = {"anyio", "asyncio", "asyncssh", "tenacity", "structlog", "subprocess", "socket"}
 PACKAGE = Path(__file__).resolve().parent.parent / "remote_chain"
