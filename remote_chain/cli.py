@@ -306,11 +306,33 @@ def _names(values: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(values or ())
 
 
+# --- shell completion (remote_chain/completion.py, imported only while completing) ----------
+
+
+def _complete_cluster(ctx: typer.Context, incomplete: str) -> list[str]:
+    from remote_chain.completion import cluster_names  # noqa: PLC0415 - start-up time
+
+    folder = ctx.find_root().params.get("clusters_dir")
+    return cluster_names(folder if isinstance(folder, Path) else None, incomplete)
+
+
+def _complete_run_id(incomplete: str) -> list[str]:
+    from remote_chain.completion import run_ids  # noqa: PLC0415 - start-up time
+
+    return run_ids(incomplete)
+
+
 # --- option types shared by the commands -----------------------------------------------------
 
 ClustersOpt = Annotated[
     list[str] | None,
-    typer.Option("--cluster", "-c", metavar="NAME", help="A cluster profile; repeatable."),
+    typer.Option(
+        "--cluster",
+        "-c",
+        metavar="NAME",
+        autocompletion=_complete_cluster,
+        help="A cluster profile; repeatable.",
+    ),
 ]
 BenchmarksOpt = Annotated[
     list[str] | None,
@@ -319,7 +341,12 @@ BenchmarksOpt = Annotated[
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON document on stdout, nothing else.")
 ]
-RunIdArg = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run id submit printed.")]
+RunIdArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="RUN_ID", autocompletion=_complete_run_id, help="The run id submit printed."
+    ),
+]
 ConfigArg = Annotated[
     Path, typer.Argument(metavar="CONFIG", help="The submit config (YAML).", dir_okay=False)
 ]
@@ -335,7 +362,13 @@ def submit(
     config: ConfigArg,
     cluster: Annotated[
         list[str],
-        typer.Option("--cluster", "-c", metavar="NAME", help="A cluster profile; repeatable."),
+        typer.Option(
+            "--cluster",
+            "-c",
+            metavar="NAME",
+            autocompletion=_complete_cluster,
+            help="A cluster profile; repeatable.",
+        ),
     ],
     benchmark: BenchmarksOpt = None,
     run_id: Annotated[
@@ -384,7 +417,11 @@ def status(
     *,
     run_id: Annotated[
         str | None,
-        typer.Argument(metavar="RUN_ID", help="A run id; without one, the recent runs."),
+        typer.Argument(
+            metavar="RUN_ID",
+            autocompletion=_complete_run_id,
+            help="A run id; without one, the recent runs.",
+        ),
     ] = None,
     cluster: ClustersOpt = None,
     benchmark: BenchmarksOpt = None,
@@ -664,7 +701,13 @@ def logs(
     ],
     cluster: Annotated[
         str | None,
-        typer.Option("--cluster", "-c", metavar="NAME", help="Needed if the run is on several."),
+        typer.Option(
+            "--cluster",
+            "-c",
+            metavar="NAME",
+            autocompletion=_complete_cluster,
+            help="Needed if the run is on several.",
+        ),
     ] = None,
     job: Annotated[
         str | None,
@@ -703,7 +746,13 @@ def render(
     config: ConfigArg,
     cluster: Annotated[
         list[str],
-        typer.Option("--cluster", "-c", metavar="NAME", help="A cluster profile; repeatable."),
+        typer.Option(
+            "--cluster",
+            "-c",
+            metavar="NAME",
+            autocompletion=_complete_cluster,
+            help="A cluster profile; repeatable.",
+        ),
     ],
     benchmark: BenchmarksOpt = None,
     run_id: Annotated[
@@ -749,7 +798,14 @@ def render(
 def doctor(
     ctx: typer.Context,
     cluster: Annotated[
-        str, typer.Option("--cluster", "-c", metavar="NAME", help="The cluster profile.")
+        str,
+        typer.Option(
+            "--cluster",
+            "-c",
+            metavar="NAME",
+            autocompletion=_complete_cluster,
+            help="The cluster profile.",
+        ),
     ],
     json_output: JsonOpt = False,
 ) -> None:
@@ -882,7 +938,12 @@ def runs(
 @runs_app.command("forget")
 def runs_forget(
     ctx: typer.Context,
-    run_ids: Annotated[list[str], typer.Argument(metavar="RUN_ID...", help="The runs to remove.")],
+    run_ids: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RUN_ID...", autocompletion=_complete_run_id, help="The runs to remove."
+        ),
+    ],
     json_output: JsonOpt = False,
 ) -> None:
     """Remove runs from the local index; nothing on any cluster is touched.
@@ -939,6 +1000,30 @@ def _lines(lines: Sequence[str]) -> RenderableType:
     return Text("\n".join(lines))
 
 
+class Shell(enum.StrEnum):
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+
+
+@app.command()
+def completion(
+    shell: Annotated[Shell, typer.Argument(metavar="SHELL", help="bash, zsh or fish.")],
+) -> None:
+    """Print the shell completion script.
+
+    Completes commands, options, profile names and recent run ids. bash: add
+    eval "$(remote-chain completion bash)" to ~/.bashrc; zsh: the same with zsh to ~/.zshrc;
+    fish: remote-chain completion fish > ~/.config/fish/completions/remote-chain.fish
+    """
+    from remote_chain.completion import script  # noqa: PLC0415 - start-up time
+
+    sys.stdout.write(script(shell.value))
+
+
 def main() -> None:
     """The console script ``remote-chain``."""
+    from remote_chain.completion import prepare  # noqa: PLC0415 - a small module
+
+    prepare()
     app(prog_name=PROG)
