@@ -2,11 +2,16 @@
 
 The Python API is async and is what the CLI itself uses::
 
-    from remote_chain import Orchestrator
+    from remote_chain import ClusterProfile, Orchestrator
 
+    eos = ClusterProfile(name="eos", host="eos-login", workdir="/lustre/me/rc")
     async with Orchestrator() as rc:
-        result = await rc.submit(Path("eval.yaml"), clusters=["eos"])
+        result = await rc.submit(Path("eval.yaml"), clusters=[eos])  # or a profile name
         final = await rc.wait(result.run_id)
+
+A config can be loaded (``load_submit_config``) or built in code (``SubmitConfig``,
+``DriverConfig``, ``BenchmarkConfig``, ``SlurmOptions``, ``ResumableSpec``, ``EnvVar``);
+``Orchestrator.render()`` returns the job scripts submit would send.
 
 Names are imported lazily (``__getattr__``) so that ``import remote_chain`` stays cheap for
 the command line's start-up time.
@@ -21,6 +26,18 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Orchestrator": "remote_chain.orchestrator",
+    "RenderedScript": "remote_chain.orchestrator",
+    "ClusterFailure": "remote_chain.orchestrator",
+    "DoctorResult": "remote_chain.orchestrator",
+    "ClusterProfile": "remote_chain.config",
+    "SubmitConfig": "remote_chain.config",
+    "DriverConfig": "remote_chain.config",
+    "BenchmarkConfig": "remote_chain.config",
+    "SlurmOptions": "remote_chain.config",
+    "ResumableSpec": "remote_chain.config",
+    "EnvVar": "remote_chain.config",
+    "load_submit_config": "remote_chain.config",
+    "load_profile": "remote_chain.config",
     "SubmitResult": "remote_chain.orchestrator",
     "StatusResult": "remote_chain.orchestrator",
     "CancelResult": "remote_chain.orchestrator",
@@ -36,10 +53,24 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from remote_chain.chainstatus import ChainStateName, ChainStatus
+    from remote_chain.config import (
+        BenchmarkConfig,
+        ClusterProfile,
+        DriverConfig,
+        EnvVar,
+        ResumableSpec,
+        SlurmOptions,
+        SubmitConfig,
+        load_profile,
+        load_submit_config,
+    )
     from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
     from remote_chain.orchestrator import (
         CancelResult,
+        ClusterFailure,
+        DoctorResult,
         Orchestrator,
+        RenderedScript,
         ResumeResult,
         StatusResult,
         SubmitResult,
@@ -48,19 +79,31 @@ if TYPE_CHECKING:
     from remote_chain.settings import Settings
 
 __all__ = [
+    "BenchmarkConfig",
     "CancelResult",
     "ChainStateName",
     "ChainStatus",
+    "ClusterFailure",
+    "ClusterProfile",
     "ConfigError",
+    "DoctorResult",
+    "DriverConfig",
+    "EnvVar",
     "Orchestrator",
     "RemoteChainError",
     "RemoteError",
+    "RenderedScript",
+    "ResumableSpec",
     "ResumeResult",
     "Settings",
+    "SlurmOptions",
     "StatusResult",
+    "SubmitConfig",
     "SubmitResult",
     "WaitTimeout",
     "__version__",
+    "load_profile",
+    "load_submit_config",
 ]
 
 

@@ -446,11 +446,20 @@ class _SubmitFile(_Frozen):
     driver: DriverConfig
 
 
+# The `source` of a config or profile built in Python rather than loaded from a file.
+IN_CODE = Path("<python>")
+
+
 class SubmitConfig(_Frozen):
-    """A loaded submit config and the (absolute) file it came from."""
+    """A submit config: loaded from a file (``source``), or built in code.
+
+    In code, durations are seconds and upload paths are relative to the working directory::
+
+        SubmitConfig(driver=DriverConfig(benchmarks={"gpqa": BenchmarkConfig(run={...})}))
+    """
 
     driver: DriverConfig
-    source: Path
+    source: Path = IN_CODE
 
 
 def _ssh_word(value: str) -> str:
@@ -494,7 +503,12 @@ LocalPath = Annotated[Path, BeforeValidator(_local_path)]
 
 
 class ClusterProfile(_Frozen):
-    """One ``clusters/<name>.toml`` (interface.md section 2); ``name`` is the file's stem."""
+    """One ``clusters/<name>.toml`` (interface.md section 2); ``name`` is the file's stem.
+
+    It can also be built in code, ``ClusterProfile(name="eos", host=..., workdir=...)``, and
+    passed to the Orchestrator wherever a profile name goes. ``name`` stays required: it is
+    part of every remote path (``<workdir>/<run_id>/<name>``).
+    """
 
     name: Annotated[StrictStr, AfterValidator(_check_name)]
     host: Annotated[StrictStr, AfterValidator(_host)]
@@ -510,7 +524,7 @@ class ClusterProfile(_Frozen):
     executor: Literal["slurm", "shell"] = "slurm"
     transport: Literal["asyncssh", "openssh"] = "asyncssh"
     slurm: SlurmOptions = SlurmOptions()
-    source: Path
+    source: Path = IN_CODE
 
     @model_validator(mode="after")
     def _control_path_needs_openssh(self) -> ClusterProfile:

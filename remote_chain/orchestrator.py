@@ -251,7 +251,14 @@ RESUMABLE_STATES = frozenset({ChainStateName.FAILED, ChainStateName.STOPPED})
 
 
 class Orchestrator(ClosingContext):
-    """The whole client: profiles, sessions (one per cluster), the local index, the flows."""
+    """The whole client: profiles, sessions (one per cluster), the local index, the flows.
+
+    Use it as ``async with Orchestrator() as rc:`` so every connection is closed at the end.
+    Wherever a cluster is named, a profile name (``clusters/<name>.toml``) or a
+    ``ClusterProfile`` object may be given. Flows never raise for one failing cluster: they
+    list it in the result's ``failures``; they raise ``ConfigError`` for what is wrong before
+    anything is sent, and ``WaitTimeout`` (``wait``) at its timeout.
+    """
 
     def __init__(
         self,
@@ -272,6 +279,7 @@ class Orchestrator(ClosingContext):
         self._given: dict[str, ClusterProfile] = {}
 
     async def aclose(self) -> None:
+        """Close every connection opened (shielded: runs even when cancelled). Never raises."""
         with anyio.CancelScope(shield=True):
             for session in self._sessions.values():
                 await session.aclose()
@@ -308,6 +316,10 @@ class Orchestrator(ClosingContext):
         return names
 
     def session(self, name: str) -> ClusterSession:
+        """The one session (connection, opened lazily) of a cluster for this Orchestrator.
+
+        Raises ``ConfigError`` for an unknown profile, or an unreadable key / known_hosts file.
+        """
         if name not in self._sessions:
             profile = self.profile(name)
             # A missing key or known_hosts is the profile's fault: say so (exit 2), not a
@@ -567,7 +579,11 @@ class Orchestrator(ClosingContext):
         return result
 
     async def status_recent(
-        self, *, limit: int = 10, clusters: Sequence[str] = (), run_ids: Sequence[str] = ()
+        self,
+        *,
+        limit: int = 10,
+        clusters: Sequence[str | ClusterProfile] = (),
+        run_ids: Sequence[str] = (),
     ) -> list[StatusResult]:
         """``status`` with no run id: the recent runs of the local index, one exec per cluster.
 
@@ -578,6 +594,7 @@ class Orchestrator(ClosingContext):
             runs = [r for r in (self.index.load(i) for i in run_ids) if r is not None]
         else:
             runs = self.index.recent(limit)
+        clusters = self._cluster_names(clusters)
         per_cluster: dict[str, list[Target]] = {}
         for run in runs:
             for name, c in run.clusters.items():
@@ -600,13 +617,21 @@ class Orchestrator(ClosingContext):
         self,
         run_id: str,
         *,
-        clusters: Sequence[str] = (),
+        clusters: Sequence[str | ClusterProfile] = (),
         benchmarks: Sequence[str] = (),
         timeout: float | None = None,
         first_interval: float = 2.0,
         on_poll: Callable[[StatusResult], None] | None = None,
     ) -> StatusResult:
-        """Block until every chain ended; poll quickly first, then settle at poll_interval."""
+        """Block until every chain ended; poll quickly first, then settle at poll_interval.
+
+        ``on_poll`` sees every poll's result (the CLI redraws with it). A cluster that cannot
+        be reached for a moment is polled again.
+
+        Raises ``WaitTimeout`` (holding the last result) after ``timeout`` seconds,
+        ``ConfigError`` as ``status`` does, and a non-transient ``RemoteError``
+        (authentication, host key) at once.
+        """
         interval = first_interval
         deadline = None if timeout is None else anyio.current_time() + timeout
         outages = Outages(self.settings.wait_unreachable)
@@ -630,9 +655,17 @@ class Orchestrator(ClosingContext):
 
     # --- cancel / resume ------------------------------------------------------------------------
     async def cancel(
-        self, run_id: str, *, clusters: Sequence[str] = (), benchmarks: Sequence[str] = ()
+        self,
+        run_id: str,
+        *,
+        clusters: Sequence[str | ClusterProfile] = (),
+        benchmarks: Sequence[str] = (),
     ) -> CancelResult:
-        """Marker first, pending jobs, then running ones, until nothing of the chain is queued."""
+        """Marker first, pending jobs, then running ones, until nothing of the chain is queued.
+
+        Failures per cluster or benchmark are in the result. Raises ``ConfigError`` as
+        ``status`` does.
+        """
         targets = self._targets(run_id, clusters, benchmarks)
         answers, failures = await self._fan_out(
             list(targets),
@@ -655,9 +688,16 @@ class Orchestrator(ClosingContext):
         return CancelResult(run_id, tuple(entries), tuple(failures))
 
     async def resume(
-        self, run_id: str, *, clusters: Sequence[str] = (), benchmarks: Sequence[str] = ()
+        self,
+        run_id: str,
+        *,
+        clusters: Sequence[str | ClusterProfile] = (),
+        benchmarks: Sequence[str] = (),
     ) -> ResumeResult:
-        """Queue the next job of chains that ended failed or stopped; refuse live ones."""
+        """Queue the next job of chains that ended failed or stopped; refuse live ones.
+
+        Refusals and failures are in the result. Raises ``ConfigError`` as ``status`` does.
+        """
         status = await self.status(run_id, clusters=clusters, benchmarks=benchmarks)
         targets = self._targets(run_id, clusters, benchmarks)
         wanted: dict[str, list[str]] = {}
@@ -683,12 +723,20 @@ class Orchestrator(ClosingContext):
         run_id: str,
         benchmark: str,
         *,
-        cluster: str | None = None,
+        cluster: str | ClusterProfile | None = None,
         job_id: str | None = None,
         follow: bool = False,
         write: Callable[[str], None],
         interval: float = 2.0,
     ) -> None:
+        """Pass a chain's job log (the newest job's, or ``job_id``'s) to ``write``.
+
+        With ``follow``, keep polling every ``interval`` seconds while the job runs.
+
+        Raises ``ConfigError`` (unknown run, or a run on several clusters without
+        ``cluster``), ``RemoteError`` when the cluster cannot be reached, and
+        ``RemoteChainError`` when the log cannot be read there.
+        """
         targets = self._targets(run_id, [cluster] if cluster else [], [benchmark])
         if len(targets) != 1:
             raise ConfigError(
@@ -712,7 +760,14 @@ class Orchestrator(ClosingContext):
                 return
             await anyio.sleep(interval)
 
-    async def doctor(self, clusters: Sequence[str]) -> list[DoctorResult]:
+    async def doctor(self, clusters: Sequence[str | ClusterProfile]) -> list[DoctorResult]:
+        """Check each cluster: ssh, Slurm, accounting, partition, workdir; each with a fix.
+
+        Every problem is a failed check in the result, including an unreachable cluster.
+        Raises ``ConfigError`` for an unknown profile.
+        """
+        clusters = self._cluster_names(clusters)
+
         async def one(name: str) -> DoctorResult:
             session = self.session(name)
             try:
