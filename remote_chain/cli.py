@@ -33,6 +33,7 @@ import typer
 
 from remote_chain import __version__
 from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
+from remote_chain.jobscripts import RENDER_RUN_ID
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -49,9 +50,6 @@ _OPENER: Opener | None = None
 
 PROG = "remote-chain"
 COMMAND_LINE = "<command line>"
-# `render` runs without submitting, so there is no run id yet: this placeholder stands in
-# (the same as orchestrator.RENDER_RUN_ID, which is not imported here: start-up time).
-RENDER_RUN_ID = "rc-RENDER"
 RECENT_LIMIT = 10
 EXIT_INTERRUPTED = 130
 PIPED_WIDTH = 160  # columns of tables written to a pipe or file (rich's default is 80)

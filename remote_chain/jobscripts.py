@@ -21,6 +21,8 @@ from remote_chain.errors import ConfigError
 if TYPE_CHECKING:
     from remote_chain.orchestrator import RenderedScript
 
+# `render` runs without submitting, so there is no run id yet: this placeholder stands in.
+RENDER_RUN_ID = "rc-RENDER"
 HEADER = "==> {path} <=="
 HEADER_RE = re.compile(r"^==> (\S+) <==$", re.MULTILINE)
 

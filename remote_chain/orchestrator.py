@@ -36,6 +36,7 @@ from remote_chain.config import (
 )
 from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
 from remote_chain.index import IndexedCluster, IndexedRun, RunIndex
+from remote_chain.jobscripts import RENDER_RUN_ID
 from remote_chain.plan import (
     build_bundle,
     check_run_id,
@@ -245,8 +246,6 @@ class RenderedScript:
         return f"{self.cluster}/{self.benchmark}/job.sh"
 
 
-# `render` runs without submitting, so there is no run id yet: this placeholder stands in.
-RENDER_RUN_ID = "rc-RENDER"
 RESUMABLE_STATES = frozenset({ChainStateName.FAILED, ChainStateName.STOPPED})
 
 
