@@ -19,7 +19,7 @@ import pytest
 from rich.console import Console
 from test_cli import World, world  # noqa: F401 - the fixture, shared with test_cli
 
-from remote_chain.chainstatus import ChainStateName, ChainStatus, JobView
+from remote_chain.chainstatus import ChainStateName, ChainStatus, JobView, time_limits
 from remote_chain.errors import ConnectError
 from remote_chain.models import JobId
 from remote_chain.orchestrator import ClusterFailure, StatusResult
@@ -194,3 +194,25 @@ def test_status_timeline_from_the_cli(world: World) -> None:
     assert result.exit_code == 0, result.stderr
     assert "eos/gpqa" in result.stdout
     assert FULL in result.stdout or EMPTY in result.stdout
+
+
+def test_status_watch_timeline_redraws_until_the_chains_end(world: World) -> None:
+    """status --watch --timeline draws the link bars; it returns once every chain has ended."""
+    run_id = str(world.submit()["run_id"])
+    eos = world.cluster("eos")
+    for job_id in list(eos.queue()):
+        eos.finish(job_id, "COMPLETED")
+    result = world.invoke("status", run_id, "--watch", "--timeline")
+    assert result.exit_code == 0, result.stderr
+    assert "eos/gpqa" in result.stdout
+    assert "walltime" in result.stdout  # the legend under the bars
+
+
+def test_runs_recorded_before_time_limits_read_as_no_budget() -> None:
+    """A run record without time_limit_s (older runs), or a half-written one, gives no budget."""
+    old = json.dumps({"run_id": "rc-x", "chains": [{"benchmark": "gpqa", "first_job_id": "1"}]})
+    new = json.dumps({"chains": [{"benchmark": "gpqa", "time_limit_s": 600}]})
+    assert time_limits(old) == {}
+    assert time_limits('{"run_id": "rc-x", "chains": [{"bench') == {}
+    assert time_limits(None) == {}
+    assert time_limits(new) == {"gpqa": 600}
