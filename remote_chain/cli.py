@@ -458,7 +458,6 @@ def status(
         n = len(clusters)
         with inv.progress(f"reading {run_id}" + (f" on {n} clusters" if n > 1 else "")):
             result = inv.run(lambda rc: rc.status(run_id, clusters=clusters, benchmarks=benches))
-
         inv.emit(result.to_json(), lambda: _run_view(result, timeline))
         return combine(_report_failures(result.failures))
 
