@@ -14,6 +14,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from remote_chain.limits import refusal_limit
 from remote_chain.models import JOB_ID_RE, NON_TERMINAL_STATES, Action, JobId, SlurmState
 from remote_chain.snapshot import ChainFiles, Snapshot
 
@@ -176,13 +177,17 @@ def derive(
     withdrawn = {ev.args[0] for ev in events if ev.kind == "successor_cancelled" and ev.args}
     ids = [j for j in ids if j not in withdrawn or j in chain_ids or j in snap.squeue]
     jobs = tuple(_job_view(j, snap) for j in ids)
-    warnings = [
-        f"job {ev.job_id}: could not queue a successor: {' '.join(ev.args)}"
-        for ev in events
-        if ev.kind == "successor_failed"
-    ]
+    warnings = [successor_warning(ev) for ev in events if ev.kind == "successor_failed"]
     state = _chain_state(files, snap, ids, chain_ids, events, problems)
     return _status(cluster, files, state, jobs, walltime, retries, problems, warnings)
+
+
+def successor_warning(event: Event) -> str:
+    """A link's failed successor submission, naming the Slurm limit that refused it, if any."""
+    text = " ".join(event.args)
+    limit = refusal_limit(text)
+    by = f" (refused by {limit})" if limit else ""
+    return f"job {event.job_id}: could not queue a successor{by}: {text}"
 
 
 def _status(  # noqa: PLR0917 - a private constructor helper, every field positional

@@ -58,8 +58,12 @@ if TYPE_CHECKING:
 MAX_UPLOADS = 1000
 MAX_NAME_LEN = 100
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Siblings of the benchmark folders in <workdir>/<run_id>/<cluster>/ (interface.md section 3).
+# Siblings of the benchmark folders in <workdir>/<run_id>/<cluster>/ (interface.md section 3):
+# the uploads folder, the run record (and its temporary file), and the run's own dot-files
+# (.remote_chain_since, .remote_chain_submit.out, ...). The prefixes are reserved whole, so a
+# file the layout adds later can never land on a benchmark's folder (issue 9, class 9).
 RESERVED_BENCHMARK_NAMES = frozenset({"files", "remote-chain.json"})
+RESERVED_BENCHMARK_PREFIXES = (".remote_chain", ".gym_", "remote-chain.json")
 # Executors that can chain jobs; `shell` has no scheduler to queue a successor with.
 RESUMABLE_EXECUTORS = frozenset({"slurm"})
 COMMAND_LINE = "<command line>"
@@ -113,8 +117,12 @@ def _check_name(name: str, what: str = "name") -> str:
 
 def _check_benchmark_name(name: str) -> str:
     _check_name(name, "benchmark name")
-    if name in RESERVED_BENCHMARK_NAMES:
-        raise ValueError(f"{name!r} is reserved: the run folder on the cluster already holds it")
+    if name in RESERVED_BENCHMARK_NAMES or name.startswith(RESERVED_BENCHMARK_PREFIXES):
+        raise ValueError(
+            f"benchmark name {name!r} is reserved: the run folder on the cluster holds a file "
+            f"or folder of that name (reserved: {', '.join(sorted(RESERVED_BENCHMARK_NAMES))} "
+            f"and names starting with {', '.join(RESERVED_BENCHMARK_PREFIXES)})"
+        )
     return name
 
 

@@ -199,3 +199,20 @@ def test_parse_events_skips_garbage() -> None:
         ("10", "decided", ("start", "none")),
         ("10", "runner_exit", ("0",)),
     ]
+
+
+def test_successor_refused_by_a_submit_limit_names_the_limit() -> None:
+    """status names the per-user limit when sbatch refused the successor on one (issue 9.9)."""
+    refusal = (
+        "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
+        "(job submit limit, user's size and/or time limits)"
+    )
+    st = derive(
+        "c",
+        files("10\n", ev("10 decided start none none 0 0", f"10 successor_failed {refusal}")),
+        snap({"10": (S.RUNNING, None)}, {"10": S.RUNNING}),
+    )
+    (warning,) = st.warnings
+    assert warning.startswith("job 10: could not queue a successor (refused by a per-user")
+    assert "MaxSubmitJobs" in warning
+    assert refusal in warning

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from remote_chain.bundle import RECORD_FILE, SUBMIT_LOG
 from remote_chain.config import (
     BenchmarkConfig,
     EnvVar,
@@ -27,6 +28,7 @@ from remote_chain.config import (
     load_submit_config,
 )
 from remote_chain.errors import ConfigError
+from remote_chain.script import CHAIN_FILE, SINCE_FILE
 from remote_chain.settings import Settings
 from remote_chain.yamlload import MAX_DEPTH, load_yaml
 
@@ -766,6 +768,36 @@ def test_bad_submit_config_names_file_and_field(
     assert str(error).startswith(f"{path}: ")
     assert error.field == field
     assert any(re.search(message, text) for text in (error.message, str(error))), error.message
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        RECORD_FILE,
+        f"{RECORD_FILE}.tmp",
+        "files",
+        SINCE_FILE,
+        SUBMIT_LOG,
+        ".remote_chain_anything_later",
+        CHAIN_FILE,
+        ".gym_other",
+    ],
+)
+def test_a_benchmark_named_like_a_run_file_is_refused(tmp_path: Path, name: str) -> None:
+    """A benchmark named like one of the run folder's own files is a config error naming it."""
+    path = write(tmp_path, "s.yaml", f'driver:\n  benchmarks:\n    "{name}": {{}}\n')
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    assert info.value.field is not None
+    assert name in info.value.field
+    assert f"benchmark name {name!r} is reserved" in info.value.message
+
+
+@pytest.mark.parametrize("name", ["logs", "artifacts", "job.sh", "remote-chain", "gym_x"])
+def test_names_inside_a_benchmark_folder_stay_usable(tmp_path: Path, name: str) -> None:
+    """Names of files inside each benchmark folder (logs, job.sh) do not collide at run level."""
+    path = write(tmp_path, "s.yaml", f'driver:\n  benchmarks:\n    "{name}": {{}}\n')
+    assert list(load(path).driver.benchmarks) == [name]
 
 
 def test_several_problems_are_listed_together(tmp_path: Path) -> None:
