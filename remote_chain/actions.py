@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
 from remote_chain.bundle import FIRST_JOB_FILE
+from remote_chain.limits import ASSOC_FORMAT, QOS_FORMAT
 from remote_chain.models import JOB_ID_RE, JobId
 from remote_chain.script import CANCEL_MARKER, CHAIN_FILE, EVENTS_FILE
 
@@ -16,7 +17,8 @@ CANCEL_ROUNDS = 30  # seconds the cancel exec keeps re-reading the queue at most
 LOG_CHUNK = 4 << 20  # bytes of a log one exec returns at most
 
 
-def _b64(text: str) -> str:
+def b64_text(text: str) -> str:
+    """A base64 field of a remote script's answer, decoded (kept as is if it is not base64)."""
     try:
         return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
     except ValueError:
@@ -77,7 +79,7 @@ def parse_cancel_output(text: str, benchmarks: Sequence[str]) -> CancelAnswer:
         elif parts[0] == "NOMARK" and len(parts) == 2:
             errors.append(f"{parts[1]}: could not write the cancel marker")
         elif parts[0] == "SQUEUE_FAILED" and len(parts) == 2:
-            errors.append(f"squeue failed: {_b64(parts[1]).strip()[:300]}")
+            errors.append(f"squeue failed: {b64_text(parts[1]).strip()[:300]}")
         elif parts[0] == "LEFT":
             left = True
         elif parts[0] == "DONE":
@@ -121,7 +123,7 @@ def parse_resume_output(text: str) -> ResumeAnswer:
         elif parts[0] == "NOBENCH" and len(parts) == 2:
             answer.refused[parts[1]] = "no such benchmark in this run"
         elif parts[0] == "FAILED" and len(parts) == 3:
-            answer.refused[parts[1]] = _b64(parts[2]).strip()[:500] or "sbatch failed"
+            answer.refused[parts[1]] = b64_text(parts[2]).strip()[:500] or "sbatch failed"
     return answer
 
 
@@ -168,10 +170,21 @@ class Check:
     name: str
     ok: bool
     detail: str
-    hint: str = ""
+    hint: str = ""  # the fix of a failed check, or what a passed one means for runs
+    warn: bool = False  # passed, but it limits what runs can do here
+
+    @property
+    def level(self) -> str:
+        return "fail" if not self.ok else "warn" if self.warn else "ok"
 
     def to_json(self) -> dict[str, object]:
-        return {"check": self.name, "ok": self.ok, "detail": self.detail, "hint": self.hint}
+        return {
+            "check": self.name,
+            "ok": self.ok,
+            "level": self.level,
+            "detail": self.detail,
+            "hint": self.hint,
+        }
 
 
 HINTS = {
@@ -182,11 +195,17 @@ HINTS = {
 }
 
 
-def render_doctor_script(*, workdir: str, partition: str | None, executor: str) -> str:
+def render_doctor_script(
+    *, workdir: str, partition: str | None, executor: str, sbatch_args: Sequence[str] = ()
+) -> str:
+    """``sbatch_args``: the profile's own sbatch options, for the ``--test-only`` probes."""
     head = [
         f"RC_WORKDIR={shlex.quote(workdir)}",
         f"RC_PARTITION={shlex.quote(partition or '')}",
         f"RC_EXECUTOR={shlex.quote(executor)}",
+        _array("RC_SBATCH", sbatch_args),
+        f"RC_ASSOC_FORMAT={','.join(ASSOC_FORMAT)}",
+        f"RC_QOS_FORMAT={','.join(QOS_FORMAT)}",
     ]
     return "\n".join([*head, render_template("doctor.bash", {})])
 
@@ -199,5 +218,5 @@ def parse_doctor_output(text: str) -> list[Check]:
             ok = parts[2] == "ok"
             family = parts[1].split(":", 1)[0]
             hint = "" if ok else HINTS.get(family, "")
-            checks.append(Check(parts[1], ok, _b64(parts[3]).strip()[:500], hint))
+            checks.append(Check(parts[1], ok, b64_text(parts[3]).strip()[:500], hint))
     return checks

@@ -26,11 +26,9 @@ from tenacity import (
 
 from remote_chain.actions import (
     CancelAnswer,
-    Check,
     LogChunk,
     ResumeAnswer,
     parse_cancel_output,
-    parse_doctor_output,
     parse_logs_output,
     parse_resume_output,
     render_cancel_script,
@@ -47,6 +45,8 @@ from remote_chain.bundle import (
 )
 from remote_chain.chainstatus import ChainStateName, ChainStatus, derive, time_limits
 from remote_chain.config import ClusterProfile
+from remote_chain.doctor import DoctorReport, read_doctor
+from remote_chain.durations import format_duration
 from remote_chain.errors import (
     CommandFailedError,
     ConfigError,
@@ -317,13 +317,24 @@ class ClusterSession:
         )
         return parse_logs_output(await self.read(script, what="logs"))
 
-    async def doctor(self) -> list[Check]:
+    async def doctor(self) -> DoctorReport:
         script = render_doctor_script(
             workdir=self.profile.workdir,
             partition=self.profile.slurm.partition,
             executor=self.profile.executor,
+            sbatch_args=profile_sbatch_args(self.profile),
         )
-        return parse_doctor_output(await self.read(script, what="doctor"))
+        text = await self.read(script, what="doctor")
+        return read_doctor(text, executor=self.profile.executor)
+
+
+def profile_sbatch_args(profile: ClusterProfile) -> list[str]:
+    """The profile's own sbatch options, as every link of a chain is submitted with them."""
+    s = profile.slurm
+    args = [f"--{k}={v}" for k, v in (("partition", s.partition), ("account", s.account)) if v]
+    args += [f"--qos={s.qos}"] if s.qos else []
+    args += [f"--time={format_duration(s.time)}"] if s.time is not None else []
+    return [*args, *s.extra_args]
 
 
 def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:

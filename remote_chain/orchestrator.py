@@ -34,6 +34,7 @@ from remote_chain.config import (
     find_profile,
     load_submit_config,
 )
+from remote_chain.doctor import DoctorFacts
 from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
 from remote_chain.index import IndexedCluster, IndexedRun, RunIndex
 from remote_chain.jobscripts import RENDER_RUN_ID
@@ -219,6 +220,7 @@ class ResumeResult:
 class DoctorResult:
     cluster: str
     checks: tuple[Check, ...]
+    facts: DoctorFacts | None = None  # None: the cluster was not reached
 
     @property
     def ok(self) -> bool:
@@ -229,6 +231,7 @@ class DoctorResult:
             "cluster": self.cluster,
             "ok": self.ok,
             "checks": [c.to_json() for c in self.checks],
+            **(self.facts or DoctorFacts()).to_json(),
         }
 
 
@@ -773,8 +776,9 @@ class Orchestrator(ClosingContext):
                 await session.remote()
             except RemoteError as exc:
                 return DoctorResult(name, (Check("ssh", False, str(exc), _ssh_hint(exc)),))
-            checks = await session.doctor()
-            return DoctorResult(name, (Check("ssh", True, "connected and authenticated"), *checks))
+            report = await session.doctor()
+            ssh = Check("ssh", True, "connected and authenticated")
+            return DoctorResult(name, (ssh, *report.checks), report.facts)
 
         results, failures = await self._fan_out(clusters, one)
         for f in failures:  # the profile's or ssh config's fault: exit 2, not a failed ssh

@@ -222,16 +222,23 @@ def resume_view(result: ResumeResult) -> RenderableType:
     return Group(table, *_failure_lines(result.failures))
 
 
+_LEVEL = {
+    "ok": Text("ok", style="green"),
+    "warn": Text("warn", style="bold yellow"),
+    "fail": Text("FAIL", style="bold red"),
+}
+
+
 def doctor_view(result: DoctorResult) -> RenderableType:
     table = _table(f"doctor {result.cluster}")
     table.add_column("check", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("detail", overflow="fold")
-    table.add_column("fix", overflow="fold")
+    table.add_column("fix / what it means", overflow="fold")
     for check in result.checks:
         table.add_row(
             check.name,
-            Text("ok", style="green") if check.ok else Text("FAIL", style="bold red"),
+            _LEVEL[check.level],
             check.detail,
             check.hint,
         )

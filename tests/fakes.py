@@ -46,10 +46,18 @@ SBATCH = f"""#!/bin/bash
 # Fake sbatch: queues the job PENDING, records it, prints its id.
 S=$FAKE_SLURM; {_LOCK}
 printf '%s\\n' "$*" >> "$S/sbatch.calls"
+if [[ ${{1:-}} == --version ]]; then
+  cat "$S/version" 2>/dev/null || echo "slurm-wlm 22.05.8"; exit 0
+fi
 if [[ -f $S/sbatch.fail ]]; then cat "$S/sbatch.fail" >&2; exit 1; fi
-dep="" name="" parsable=0 script=""
+# $S/refuse: "word<TAB>message" lines; a call with an argument containing word is refused.
+while IFS=$'\t' read -r word message; do
+  [[ -n $word && " $* " == *"$word"* ]] && {{ echo "$message" >&2; exit 1; }}
+done < <(cat "$S/refuse" 2>/dev/null)
+dep="" name="" parsable=0 script="" testonly=0
 while (( $# )); do
   case $1 in
+    --test-only) testonly=1 ;;
     --parsable) parsable=1 ;;
     --dependency=*) dep=${{1#--dependency=}} ;;
     --job-name=*) name=${{1#--job-name=}} ;;
@@ -58,6 +66,9 @@ while (( $# )); do
   esac
   shift
 done
+if (( testonly )); then
+  echo "sbatch: Job 99 to start at 2026-01-01T00:00:00 using 1 processors on nodes n1" >&2; exit 0
+fi
 [[ -r $script ]] || {{ echo "sbatch: error: Unable to open file $script" >&2; exit 1; }}
 script=$(cd "$(dirname "$script")" && pwd)/$(basename "$script")
 if [[ -z $name ]]; then
@@ -145,10 +156,26 @@ SCONTROL = """#!/bin/bash
 # Fake scontrol: `show partition P` knows the partitions listed in $FAKE_SLURM/partitions.
 S=$FAKE_SLURM
 printf '%s\\n' "$*" >> "$S/scontrol.calls"
+if [[ ${1:-} == show && ${2:-} == config ]]; then
+  cat "$S/config" 2>/dev/null || printf '%s\n' "Configuration data as of 2026-01-01T00:00:00" \
+    "AccountingStorageType   = accounting_storage/slurmdbd" "ClusterName             = fake"
+  exit 0
+fi
 if [[ ${1:-} == show && ${2:-} == partition ]]; then
   if grep -qx -- "${3:-}" "$S/partitions" 2>/dev/null; then echo "PartitionName=$3"; exit 0; fi
   echo "slurm_load_partitions: Invalid partition name specified" >&2; exit 1
 fi
+exit 0
+"""
+
+SACCTMGR = """#!/bin/bash
+# Fake sacctmgr: `show assoc` / `show qos` print $FAKE_SLURM/assoc / qos as they are (-nP rows).
+S=$FAKE_SLURM
+printf '%s\\n' "$*" >> "$S/sacctmgr.calls"
+case " $* " in
+  *" assoc "*) cat "$S/assoc" 2>/dev/null ;;
+  *" qos "*) cat "$S/qos" 2>/dev/null ;;
+esac
 exit 0
 """
 
@@ -191,6 +218,7 @@ class FakeCluster:
             "squeue": SQUEUE,
             "scancel": SCANCEL,
             "scontrol": SCONTROL,
+            "sacctmgr": SACCTMGR,
             "sleep": SLEEP.format(real=real_sleep),
         }
         for command, text in stubs.items():
@@ -245,6 +273,11 @@ class FakeCluster:
         (self.state / "partitions").write_text("".join(f"{n}\n" for n in names))
 
     # --- what the fake Slurm saw ------------------------------------------------------------
+    def slurm_says(self, name: str, text: str) -> None:
+        """What a stub prints: ``version`` (sbatch --version), ``config`` (scontrol show
+        config), ``assoc``/``qos`` (sacctmgr), ``refuse`` (sbatch: word<TAB>message lines)."""
+        (self.state / name).write_text(text)
+
     def calls(self, command: str) -> list[str]:
         path = self.state / f"{command}.calls"
         return path.read_text().splitlines() if path.exists() else []

@@ -446,6 +446,41 @@ def test_doctor_failing_check_exits_1_with_a_fix_hint(world: World) -> None:
     assert "ask the admins" in result.stdout
 
 
+def test_doctor_json_tells_the_cluster_apart(world: World) -> None:
+    """doctor --json reports the version, accounting, options, shell and limits it found."""
+    eos = world.cluster("eos")
+    eos.slurm_says("version", "slurm 24.11.5\n")
+    eos.slurm_says("assoc", "fake|acct|u||2|8|normal\n")
+    eos.slurm_says("qos", "normal||\n")
+    document = world.json("doctor", "--cluster", "eos")
+    assert document["slurm_version"] == "24.11.5"
+    assert document["accounting"] == {
+        "enabled": True,
+        "reachable": True,
+        "storage_type": "accounting_storage/slurmdbd",
+        "enforce": None,
+    }
+    assert document["dependency_options"] == {"afternotok": True, "kill_on_invalid_dep": True}
+    assert isinstance(document["login_shell"], str)
+    limits = document["job_limits"]
+    assert isinstance(limits, dict)
+    assert [lim["limit"] for lim in limits["limits"]] == ["MaxSubmitJobs", "MaxJobs"]
+    probes = [c for c in eos.calls("sbatch") if "--test-only" in c]
+    assert len(probes) == 4
+    assert not eos.queue()  # the probes queued nothing
+
+
+def test_doctor_fails_when_afternotok_is_refused(world: World) -> None:
+    """A cluster that refuses afternotok fails doctor (exit 1), the table saying what it means."""
+    world.cluster("eos").slurm_says(
+        "refuse", "afternotok\tsbatch: error: Batch job submission failed: Job dependency problem\n"
+    )
+    result = world.invoke("doctor", "--cluster", "eos")
+    assert result.exit_code == 1, result.stdout
+    assert "dependency:afternotok" in result.stdout
+    assert "Job dependency problem" in result.stdout
+
+
 def test_doctor_exits_3_when_ssh_fails(world: World) -> None:
     """An unreachable cluster fails doctor's ssh check: exit 3, with the hint."""
     world.cluster("eos").refuse(HostKeyError)
