@@ -8,11 +8,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
-from remote_chain.bundle import FIRST_JOB_FILE
+from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
 from remote_chain.limits import ASSOC_FORMAT, QOS_FORMAT
 from remote_chain.models import JOB_ID_RE, JobId
-from remote_chain.script import CANCEL_MARKER, CHAIN_FILE, EVENTS_FILE
+from remote_chain.script import (
+    CANCEL_MARKER,
+    CHAIN_FILE,
+    EVENTS_FILE,
+    RETRIES_FILE,
+    WALLTIME_FILE,
+)
 
+# The event a resume appends per job whose walltime it counted: <time> <job> <kind> <seconds>.
+COUNTED_EVENT = "counted_by_resume"
 CANCEL_ROUNDS = 30  # seconds the cancel exec keeps re-reading the queue at most
 LOG_CHUNK = 4 << 20  # bytes of a log one exec returns at most
 
@@ -101,15 +109,27 @@ def parse_cancel_output(text: str, benchmarks: Sequence[str]) -> CancelAnswer:
 class ResumeAnswer:
     submitted: dict[str, JobId] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)  # benchmark -> why
+    warnings: list[str] = field(default_factory=list)
 
 
-def render_resume_script(run_id: str, run_dir: str, benchmarks: Sequence[str]) -> str:
+def render_resume_script(
+    run_id: str, run_dir: str, benchmarks: Sequence[str], *, steps: Sequence[str] = ()
+) -> str:
+    """``steps``: the per-benchmark writes (``resumecaps.act_head``); none: queue job.sh only."""
     head = [
         f"RC_RUN_ID={shlex.quote(run_id)}",
         f"RC_RUN_DIR={shlex.quote(run_dir)}",
         _array("RC_BENCHES", benchmarks),
+        *(steps or [_array("RC_STEP", ["plain"] * len(benchmarks)), "RC_RECORD=''"]),
     ]
-    return "\n".join([*head, render_template("resume.bash", _subs())])
+    subs = {
+        **_subs(),
+        "__RECORD__": RECORD_FILE,
+        "__WALLTIME__": WALLTIME_FILE,
+        "__RETRIES__": RETRIES_FILE,
+        "__COUNTED__": COUNTED_EVENT,
+    }
+    return "\n".join([*head, render_template("resume.bash", subs)])
 
 
 def parse_resume_output(text: str) -> ResumeAnswer:
@@ -124,6 +144,10 @@ def parse_resume_output(text: str) -> ResumeAnswer:
             answer.refused[parts[1]] = "no such benchmark in this run"
         elif parts[0] == "FAILED" and len(parts) == 3:
             answer.refused[parts[1]] = b64_text(parts[2]).strip()[:500] or "sbatch failed"
+        elif parts[0] == "CHANGED" and len(parts) == 2:
+            answer.refused[parts[1]] = "its state files changed while resuming: try again"
+        elif parts[0] == "NORECORD":
+            answer.warnings.append("the run record changed meanwhile: the new caps are not in it")
     return answer
 
 

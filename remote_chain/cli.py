@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from remote_chain.cluster import Opener
     from remote_chain.orchestrator import ClusterFailure, Orchestrator, StatusResult
+    from remote_chain.resumecaps import ResumeCaps
     from remote_chain.settings import Settings
 
 # The Opener every command's Orchestrator connects with; None means the real transports
@@ -664,21 +665,49 @@ def cancel(
 @app.command()
 def resume(
     ctx: typer.Context,
+    *,
     run_id: RunIdArg,
     benchmark: BenchmarksOpt = None,
     cluster: ClustersOpt = None,
+    max_walltime: Annotated[
+        str | None,
+        typer.Option(
+            "--max-walltime",
+            metavar="DURATION",
+            help="Raise the chain's walltime cap to this (Slurm's forms, a bare number is "
+            "minutes); needed to resume a stopped chain.",
+        ),
+    ] = None,
+    max_retries: Annotated[
+        int | None,
+        typer.Option(
+            "--max-retries",
+            metavar="N",
+            min=0,
+            help="Set the chain's retry cap to N (above the retries used).",
+        ),
+    ] = None,
+    reset_retries: Annotated[
+        bool,
+        typer.Option("--reset-retries", help="Start the chain's retry count again at 0."),
+    ] = False,
     json_output: JsonOpt = False,
 ) -> None:
     """Requeue chains that ended failed or stopped.
 
-    The next job runs in the same folder, keeping the chain's state files.
+    The next job runs in the same folder, keeping the chain's state files, and the caps:
+    the walltime of every job is counted first; a stopped chain resumes only with a raised
+    --max-walltime, a failed resumable one only with --max-retries N or --reset-retries.
     """
 
     def body() -> int:
         inv = _prepare(ctx, json_output=json_output)
         clusters, benches = _names(cluster), _names(benchmark)
+        caps = _resume_caps(max_walltime, max_retries, reset_retries)
         with inv.progress(f"resuming {run_id}"):
-            result = inv.run(lambda rc: rc.resume(run_id, clusters=clusters, benchmarks=benches))
+            result = inv.run(
+                lambda rc: rc.resume(run_id, clusters=clusters, benchmarks=benches, caps=caps)
+            )
         from remote_chain import render as views  # noqa: PLC0415 - start-up time
 
         inv.emit(result.to_json(), lambda: views.resume_view(result))
@@ -686,6 +715,19 @@ def resume(
         return combine(codes + [1 for e in result.resumed if e.error is not None])
 
     _guard(ctx, json_output, body)
+
+
+def _resume_caps(max_walltime: str | None, max_retries: int | None, reset: bool) -> ResumeCaps:
+    from remote_chain.durations import parse_duration  # noqa: PLC0415 - start-up time
+    from remote_chain.resumecaps import ResumeCaps  # noqa: PLC0415 - start-up time
+
+    seconds = None
+    if max_walltime is not None:
+        try:
+            seconds = parse_duration(max_walltime)
+        except ValueError as exc:
+            raise ConfigError(str(exc), source=COMMAND_LINE, field="--max-walltime") from None
+    return ResumeCaps(seconds, max_retries, reset)
 
 
 @app.command()

@@ -12,6 +12,7 @@ it sends a script through the ``Remote`` seam, reads the answer, and decides abo
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -58,6 +59,16 @@ from remote_chain.errors import (
 )
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
 from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT
+from remote_chain.resumecaps import (
+    Plan,
+    ResumeCaps,
+    act_head,
+    plan_resume,
+    record_head,
+    render_facts_script,
+    updated_record,
+)
+from remote_chain.resumecaps import parse_facts as parse_resume_facts
 from remote_chain.script import SECRETS_FILE
 from remote_chain.settings import Settings
 from remote_chain.snapshot import Snapshot, Target, parse_status_output, render_status_script
@@ -305,9 +316,29 @@ class ClusterSession:
         self.log.info("chain_cancelled", run_id=run_id, jobs=answer.cancelled)
         return answer
 
-    async def resume(self, run_id: str, run_dir: str, benchmarks: Sequence[str]) -> ResumeAnswer:
-        script = render_resume_script(run_id, run_dir, benchmarks)
-        return parse_resume_output((await self.run(script, what="resume")).stdout)
+    async def resume(
+        self,
+        run_id: str,
+        run_dir: str,
+        states: dict[str, ChainStateName],
+        caps: ResumeCaps | None = None,
+    ) -> tuple[ResumeAnswer, Plan]:
+        """Read the chains' caps and state, plan (pure), then one exec that acts on the plan."""
+        benchmarks = list(states)
+        facts_text = await self.read(render_facts_script(run_dir, benchmarks), what="resume")
+        facts = parse_resume_facts(facts_text)
+        plan = plan_resume(states, facts, caps or ResumeCaps())
+        go = [b for b in benchmarks if b in plan.steps or b in plan.plain]
+        if not go:
+            return ResumeAnswer(), plan
+        steps = [plan.steps[b] for b in go if b in plan.steps]
+        record = updated_record(facts.record, steps, at=dt.datetime.now(dt.UTC).isoformat())
+        head = [*act_head(steps, go), *record_head(record, facts.record_sum)]
+        script = render_resume_script(run_id, run_dir, go, steps=head)
+        answer = parse_resume_output((await self.run(script, what="resume")).stdout)
+        for step in steps:
+            self.log.info("resume_caps", run_id=run_id, **step.to_json())
+        return answer, plan
 
     async def logs(
         self, run_dir: str, benchmark: str, *, job_id: str | None, offset: int

@@ -49,6 +49,7 @@ from remote_chain.plan import (
 )
 from remote_chain.reachability import Outages
 from remote_chain.remote import ClosingContext, open_remote
+from remote_chain.resumecaps import ResumeCaps
 from remote_chain.runs import note_status
 from remote_chain.script import render_job_script
 from remote_chain.settings import Settings
@@ -188,6 +189,7 @@ class ResumeEntry:
     benchmark: str
     job_id: str | None
     error: str | None
+    caps: dict[str, object] | None = None  # what resume counted and wrote (resumable chains)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -195,6 +197,7 @@ class ResumeEntry:
             "benchmark": self.benchmark,
             "job_id": self.job_id,
             "error": self.error,
+            "caps": self.caps,
         }
 
 
@@ -695,28 +698,41 @@ class Orchestrator(ClosingContext):
         *,
         clusters: Sequence[str | ClusterProfile] = (),
         benchmarks: Sequence[str] = (),
+        caps: ResumeCaps | None = None,
     ) -> ResumeResult:
         """Queue the next job of chains that ended failed or stopped; refuse live ones.
 
+        The caps are kept (resumecaps.py): the walltime of every job not yet counted is
+        counted first; a stopped chain needs ``caps.max_walltime_s`` above the walltime
+        used, a failed resumable one granted retries; new caps go into job.sh and the record.
         Refusals and failures are in the result. Raises ``ConfigError`` as ``status`` does.
         """
         status = await self.status(run_id, clusters=clusters, benchmarks=benchmarks)
         targets = self._targets(run_id, clusters, benchmarks)
-        wanted: dict[str, list[str]] = {}
+        wanted: dict[str, dict[str, ChainStateName]] = {}
         entries: list[ResumeEntry] = []
         for chain in status.chains:
             if chain.state in RESUMABLE_STATES:
-                wanted.setdefault(chain.cluster, []).append(chain.benchmark)
+                wanted.setdefault(chain.cluster, {})[chain.benchmark] = chain.state
             else:
                 why = f"chain is {chain.state.value}; only failed or stopped chains resume"
                 entries.append(ResumeEntry(chain.cluster, chain.benchmark, None, why))
         answers, failures = await self._fan_out(
             list(wanted),
-            lambda name: self.session(name).resume(run_id, targets[name].run_dir, wanted[name]),
+            lambda name: self.session(name).resume(
+                run_id, targets[name].run_dir, wanted[name], caps
+            ),
         )
-        for name, answer in answers.items():
-            entries += [ResumeEntry(name, b, j, None) for b, j in answer.submitted.items()]
-            entries += [ResumeEntry(name, b, None, why) for b, why in answer.refused.items()]
+        for name, (answer, plan) in answers.items():
+            steps = plan.steps
+            entries += [
+                ResumeEntry(name, b, j, None, steps[b].to_json() if b in steps else None)
+                for b, j in answer.submitted.items()
+            ]
+            refused = {**plan.refused, **answer.refused}
+            entries += [ResumeEntry(name, b, None, why) for b, why in refused.items()]
+            for warning in answer.warnings:
+                log.warning("resume_record_not_updated", cluster=name, detail=warning)
         return ResumeResult(run_id, tuple(entries), tuple(list(status.failures) + failures))
 
     # --- logs / doctor --------------------------------------------------------------------------

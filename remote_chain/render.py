@@ -211,15 +211,27 @@ def resume_view(result: ResumeResult) -> RenderableType:
     table.add_column("cluster", no_wrap=True)
     table.add_column("benchmark", no_wrap=True)
     table.add_column("job", no_wrap=True)
-    table.add_column("error", overflow="fold")
+    table.add_column("error / caps", overflow="fold")
     for entry in result.resumed:
         table.add_row(
             entry.cluster,
             entry.benchmark,
             entry.job_id or NONE,
-            Text(entry.error or "", style="red"),
+            Text(entry.error, style="red") if entry.error else Text(_caps_text(entry.caps)),
         )
     return Group(table, *_failure_lines(result.failures))
+
+
+def _caps_text(caps: dict[str, object] | None) -> str:
+    """What resume counted and set, e.g. ``walltime 3720s (+120s counted); max_walltime 7200s``."""
+    if not caps:
+        return ""
+    parts = [f"walltime {caps['accumulated_walltime_s']}s (+{caps['counted_walltime_s']}s counted)"]
+    parts.append(f"retries {caps['infra_retries']}")
+    for key in ("max_walltime_s", "max_retries"):
+        if caps.get(key) is not None:
+            parts.append(f"{key.removesuffix('_s')} {caps[key]}{'s' if key.endswith('_s') else ''}")
+    return "; ".join(parts)
 
 
 _LEVEL = {

@@ -40,6 +40,7 @@ from remote_chain.jobscripts import split_stdout
 from remote_chain.logconfig import REDACTED, configure_logging, redact_secrets
 from remote_chain.orchestrator import WaitTimeout
 from remote_chain.remote import Endpoint, Remote
+from remote_chain.script import EVENTS_FILE, RETRIES_FILE, WALLTIME_FILE
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "s3cr3t-value-9f8e"  # noqa: S105 - the fake secret whose absence is checked
@@ -393,7 +394,13 @@ def test_resume_requeues_a_failed_chain(world: World) -> None:
     eos.run_job("1001")
     document = world.json("resume", run_id)
     (entry,) = _items(document, "resumed")
-    assert entry == {"cluster": "eos", "benchmark": "smoke", "job_id": "1002", "error": None}
+    assert entry == {
+        "cluster": "eos",
+        "benchmark": "smoke",
+        "job_id": "1002",
+        "error": None,
+        "caps": None,  # not resumable: no caps to keep
+    }
     assert eos.job("1002").script == eos.job("1001").script
 
 
@@ -405,6 +412,95 @@ def test_resume_refuses_a_live_chain_with_exit_1(world: World) -> None:
     assert entry["job_id"] is None
     assert "pending" in str(entry["error"])
     assert len(world.cluster("eos").calls("sbatch")) == 1
+
+
+CAPPED = """\
+driver:
+  runner: "{runner}"
+  benchmarks:
+    gpqa:
+      resumable: {{max_retries: 0, max_walltime: "00:02:00"}}
+"""
+
+
+def _capped_run(world: World, runner: str) -> tuple[str, FakeCluster, Path]:
+    world.config.write_text(CAPPED.format(runner=runner))
+    submitted = world.submit()
+    (sub,) = _items(submitted, "submissions")
+    return _run_id(submitted), world.cluster("eos"), Path(str(sub["remote_dir"]))
+
+
+def test_resume_of_a_stopped_chain_needs_a_raised_cap_and_counts_every_job(world: World) -> None:
+    """A stopped chain is refused until --max-walltime exceeds all the walltime used (9.7)."""
+    run_id, eos, folder = _capped_run(world, "true")
+    eos.run_job("1001", state="TIMEOUT", elapsed=150)
+    eos.run_job("1002", elapsed=60)  # counts 150 s >= 120 s: stops, itself not counted
+    assert _chains(world.json("status", run_id))["eos/gpqa"]["state"] == "stopped"
+    (entry,) = _items(world.json("resume", run_id, code=1), "resumed")
+    assert "--max-walltime" in str(entry["error"])
+    # 150 s + the stopping link's own 60 s = 210 s: a cap of 3 min would stop at once.
+    (entry,) = _items(world.json("resume", run_id, "--max-walltime", "3", code=1), "resumed")
+    assert "210s" in str(entry["error"])
+    mode = (folder / "job.sh").stat().st_mode
+    (entry,) = _items(world.json("resume", run_id, "--max-walltime", "10"), "resumed")
+    assert entry["error"] is None
+    assert entry["caps"] == {
+        "benchmark": "gpqa",
+        "counted_walltime_s": 60,
+        "counted_jobs": ["1002"],
+        "accumulated_walltime_s": 210,
+        "infra_retries": 0,
+        "max_walltime_s": 600,
+        "max_retries": None,
+    }
+    script = (folder / "job.sh").read_text()
+    assert "\nRC_MAX_WALLTIME=600\n" in script
+    assert "\nRC_MAX_RETRIES=0\n" in script
+    assert (folder / "job.sh").stat().st_mode == mode
+    assert (folder / WALLTIME_FILE).read_text() == "210\n"
+    record = json.loads((folder.parent / "remote-chain.json").read_text())
+    (resumed,) = record["resumes"]
+    assert resumed["chains"][0]["max_walltime_s"] == 600
+    new_job = str(entry["job_id"])
+    assert eos.job(new_job).args == ()  # no predecessor: the FIRST row
+    # The resumed link starts from the counted walltime, under the raised cap.
+    eos.run_job(new_job, elapsed=30)
+    events = (folder / EVENTS_FILE).read_text().splitlines()
+    assert any(line.endswith(" 1002 counted_by_resume 60") for line in events)
+    assert any(f" {new_job} decided start none none 210 0" in line for line in events)
+
+
+def test_resume_of_a_failed_chain_needs_granted_retries(world: World) -> None:
+    """A failed resumable chain is refused until --max-retries grants more, or --reset-retries."""
+    run_id, eos, folder = _capped_run(world, "false")
+    eos.run_job("1001", elapsed=30)  # the runner fails
+    eos.run_job("1002", elapsed=30)  # counts the retry: 1 > max_retries 0, the chain ends failed
+    assert _chains(world.json("status", run_id))["eos/gpqa"]["state"] == "failed"
+    (entry,) = _items(world.json("resume", run_id, code=1), "resumed")
+    assert "--max-retries N" in str(entry["error"])
+    (entry,) = _items(world.json("resume", run_id, "--max-retries", "1", code=1), "resumed")
+    assert "grants nothing" in str(entry["error"])
+    assert len(eos.calls("sbatch")) == 3  # submit and two successors: none by the refusals
+    (entry,) = _items(world.json("resume", run_id, "--max-retries", "3"), "resumed")
+    caps = entry["caps"]
+    assert isinstance(caps, dict)
+    assert (caps["accumulated_walltime_s"], caps["infra_retries"], caps["max_retries"]) == (
+        60,
+        1,
+        3,
+    )
+    assert "\nRC_MAX_RETRIES=3\n" in (folder / "job.sh").read_text()
+
+
+def test_resume_reset_retries_starts_the_count_again(world: World) -> None:
+    """--reset-retries writes 0 retries; the job.sh cap is left as it was."""
+    run_id, eos, folder = _capped_run(world, "false")
+    eos.run_job("1001", elapsed=30)
+    eos.run_job("1002", elapsed=30)
+    (entry,) = _items(world.json("resume", run_id, "--reset-retries"), "resumed")
+    assert entry["error"] is None
+    assert (folder / RETRIES_FILE).read_text() == "0\n"
+    assert "\nRC_MAX_RETRIES=0\n" in (folder / "job.sh").read_text()
 
 
 def test_logs_prints_the_job_log(world: World) -> None:

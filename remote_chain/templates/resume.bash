@@ -1,19 +1,54 @@
-# The single remote exec of `resume` (see actions.py): for each chain the client judged
-# resumable (failed, stopped or broken), queue job.sh again in the same folder with no
-# predecessor, unless something of the chain is still queued.
-for bench in "${RC_BENCHES[@]}"; do
-  b="$RC_RUN_DIR/$bench"
+# The single acting exec of `resume` (see actions.py, resumecaps.py): for each chain the client
+# judged resumable (failed, stopped or broken) and whose caps it checked, unless something of
+# the chain is still queued or its state files changed since the client read them: count the
+# walltime not yet counted, write the new caps into job.sh (atomically, mode kept), then queue
+# job.sh again in the same folder with no predecessor.
+rc_b64() { printf '%s' "$1" | base64 | tr -d '\n'; }
+rc_fail() { printf 'FAILED\t%s\t%s\n' "$1" "$(rc_b64 "$2")"; }
+# Write a file atomically (tmp + rename) keeping the mode of the file it replaces.
+rc_write() { printf '%s\n' "$2" > "$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"; }
+rc_read() { local v=""; [[ -e $1 ]] && v=$(<"$1"); v=${v//[[:space:]]/}; printf '%s' "$v"; }
+rc_set_cap() {  # file name value: rewrite the one `NAME=...` line of job.sh
+  local n
+  n=$(grep -c -E "^$2=" "$1") || true
+  [[ $n == 1 ]] || { printf 'job.sh has %s lines %s=...' "$n" "$2"; return 1; }
+  cp -p -- "$1" "$1.tmp.$$" && sed -e "s/^$2=.*/$2=$3/" -- "$1" > "$1.tmp.$$" && mv -f -- "$1.tmp.$$" "$1"
+}
+if [[ -n $RC_RECORD ]]; then
+  sum=$(cksum < "$RC_RUN_DIR/__RECORD__" 2>/dev/null | tr ' ' '-')
+  if [[ $sum == "$RC_RECORD_SUM" ]]; then
+    printf '%s' "$RC_RECORD" | base64 -d > "$RC_RUN_DIR/__RECORD__.tmp.$$" \
+      && mv -f "$RC_RUN_DIR/__RECORD__.tmp.$$" "$RC_RUN_DIR/__RECORD__" || printf 'NORECORD\n'
+  else
+    printf 'NORECORD\n'
+  fi
+fi
+for i in "${!RC_BENCHES[@]}"; do
+  bench=${RC_BENCHES[$i]} b="$RC_RUN_DIR/${RC_BENCHES[$i]}"
   if [[ ! -f $b/job.sh ]]; then printf 'NOBENCH\t%s\n' "$bench"; continue; fi
-  live=$(squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { printf 'FAILED\t%s\t%s\n' "$bench" "$(printf '%s' "$live" | base64 | tr -d '\n')"; continue; }
+  live=$(squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { rc_fail "$bench" "$live"; continue; }
   live=$(printf '%s\n' "$live" | awk -v d="$b" '$2 == d {print $1}')  # not a twin chain's
   if [[ -n $live ]]; then printf 'LIVE\t%s\t%s\n' "$bench" "$(printf '%s' "$live" | tr '\n' ' ')"; continue; fi
+  if [[ ${RC_STEP[$i]} == caps ]]; then
+    if [[ $(rc_read "$b/__WALLTIME__") != "${RC_OLD_WALLTIME[$i]}" || $(rc_read "$b/__RETRIES__") != "${RC_OLD_RETRIES[$i]}" ]]; then
+      printf 'CHANGED\t%s\n' "$bench"; continue
+    fi
+    err=""
+    [[ ${RC_CAP_WALLTIME[$i]} == keep ]] || err=$(rc_set_cap "$b/job.sh" RC_MAX_WALLTIME "${RC_CAP_WALLTIME[$i]}" 2>&1) || { rc_fail "$bench" "cannot write the cap into job.sh: $err"; continue; }
+    [[ ${RC_CAP_RETRIES[$i]} == keep ]] || err=$(rc_set_cap "$b/job.sh" RC_MAX_RETRIES "${RC_CAP_RETRIES[$i]}" 2>&1) || { rc_fail "$bench" "cannot write the cap into job.sh: $err"; continue; }
+    rc_write "$b/__WALLTIME__" "${RC_NEW_WALLTIME[$i]}" || { rc_fail "$bench" "cannot write __WALLTIME__"; continue; }
+    rc_write "$b/__RETRIES__" "${RC_NEW_RETRIES[$i]}" || { rc_fail "$bench" "cannot write __RETRIES__"; continue; }
+    for counted in ${RC_COUNTED[$i]}; do
+      printf '%s %s __COUNTED__ %s\n' "$(date +%s)" "${counted%%:*}" "${counted#*:}" >> "$b/__EVENTS__"
+    done
+  fi
   out=$(sbatch --parsable "$b/job.sh" 2>&1)
   id=$(printf '%s\n' "$out" | grep -E '^[0-9]+(;.*)?$' | tail -n 1); id=${id%%;*}
   if [[ -n $id ]]; then
     printf '%s %s resumed_by_user %s\n' "$(date +%s)" "$id" "$(id -un)" >> "$b/__EVENTS__"
     printf 'SUBMITTED\t%s\t%s\n' "$bench" "$id"
   else
-    printf 'FAILED\t%s\t%s\n' "$bench" "$(printf '%s' "$out" | base64 | tr -d '\n')"
+    rc_fail "$bench" "$out"
   fi
 done
 printf 'DONE\n'
