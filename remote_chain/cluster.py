@@ -57,6 +57,7 @@ from remote_chain.errors import (
     RemoteError,
     SubmitError,
 )
+from remote_chain.limits import fit_problems, parse_submit_limits
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
 from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT
 from remote_chain.resumecaps import (
@@ -149,6 +150,7 @@ class ClusterSession:
         self._connected_once = False
         self._lock = anyio.Lock()
         self.retry = retry or RetryPolicy(settings.sacct_attempts, settings.sacct_wait_max)
+        self.submit_warnings: list[str] = []  # the last submit's: the run may not fit
         self.log = log.bind(cluster=profile.name)
 
     @property
@@ -257,6 +259,9 @@ class ClusterSession:
                     return found
                 continue  # ABSENT: the script never ran; sending it again is safe
             answer = parse_submit_output(result.stdout)
+            self.submit_warnings = _limit_warnings(bundle, answer, result.stdout)
+            for warning in self.submit_warnings:
+                self.log.warning("run_may_not_fit", run_id=bundle.run_id, detail=warning)
             if answer.workdir_error:
                 raise ConfigError(
                     f"{answer.error} (on {self.profile.host})",
@@ -366,6 +371,22 @@ def profile_sbatch_args(profile: ClusterProfile) -> list[str]:
     args += [f"--qos={s.qos}"] if s.qos else []
     args += [f"--time={format_duration(s.time)}"] if s.time is not None else []
     return [*args, *s.extra_args]
+
+
+def _limit_warnings(bundle: ClusterBundle, answer: SubmitAnswer, stdout: str) -> list[str]:
+    """Why the run cannot fit under the user's reported job limits (issue 10.6), if it cannot."""
+    found = parse_submit_limits(stdout)
+    if found is None or answer.existed:
+        return []
+    limits, queued_after = found
+    submitted = sum(1 for s in answer.submitted if s.job_id is not None)
+    queued = max(0, (queued_after or 0) - submitted)
+    return fit_problems(
+        limits,
+        benchmarks=len(bundle.chains),
+        resumable=sum(1 for c in bundle.chains if c.resumable),
+        queued=queued,
+    )
 
 
 def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:

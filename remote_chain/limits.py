@@ -15,6 +15,7 @@ log, not in the reply, so ``refusal_limit`` names what the text allows and no mo
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass
 
@@ -157,3 +158,21 @@ def fit_problems(
                 "run at once; the others wait in the queue"
             )
     return problems
+
+
+def parse_submit_limits(text: str) -> tuple[list[Limit], int | None] | None:
+    """The ``LIMITS`` line of the submit exec: the user's limits and the jobs queued after
+    the submit (this run's first jobs included); None when the exec did not ask."""
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if parts[0] != "LIMITS" or len(parts) != 3:
+            continue
+        try:
+            raw = base64.b64decode(parts[1], validate=True).decode("utf-8", "replace")
+        except ValueError:
+            return None
+        assoc_text, _, qos_text = raw.partition("\n--\n")
+        limits, qos = parse_assoc(assoc_text)
+        limits += parse_qos(qos_text, set(qos))
+        return limits, (int(parts[2]) if parts[2].isdigit() else None)
+    return None

@@ -109,6 +109,7 @@ class SubmitResult:
     failures: tuple[ClusterFailure, ...] = ()
     dry_run: bool = False
     bundles: tuple[ClusterBundle, ...] = field(default=(), repr=False)
+    warnings: tuple[str, ...] = ()  # "<cluster>: why the run may not fit its job limits"
 
     @property
     def ok(self) -> bool:
@@ -120,6 +121,7 @@ class SubmitResult:
             "submissions": [s.to_json() for s in self.submissions],
             "errors": [f.to_json() for f in self.failures],
             "dry_run": self.dry_run,
+            "warnings": list(self.warnings),
         }
 
 
@@ -437,7 +439,10 @@ class Orchestrator(ClosingContext):
                     )
                 )
         self._settle_index(run_id, subs_list, failures)
-        return SubmitResult(run_id, tuple(subs_list), tuple(failures))
+        # Only sessions that were made: a cluster whose session failed has no warnings.
+        sessions = [self._sessions[p.name] for p in profiles if p.name in self._sessions]
+        warnings = tuple(f"{s.name}: {w}" for s in sessions for w in s.submit_warnings)
+        return SubmitResult(run_id, tuple(subs_list), tuple(failures), warnings=warnings)
 
     def _settle_index(
         self, run_id: str, subs: Sequence[Submission], failures: Sequence[ClusterFailure]

@@ -577,6 +577,23 @@ def test_doctor_fails_when_afternotok_is_refused(world: World) -> None:
     assert "Job dependency problem" in result.stdout
 
 
+def test_submit_warns_when_the_run_cannot_fit_under_a_submit_limit(world: World) -> None:
+    """A resumable chain needs two queue slots: 1 resumable + 1 plain over MaxSubmitJobs=2."""
+    eos = world.cluster("eos")
+    eos.slurm_says("assoc", "fake|acct|u|||2|normal\n")
+    document = world.submit()
+    (warning,) = document["warnings"]  # type: ignore[misc]
+    assert str(warning).startswith("eos: MaxSubmitJobs=2 (association acct/u on fake)")
+    assert "needs up to 3 jobs" in str(warning)
+    assert not list((eos.workdir).glob("*/eos/.remote_chain_limits"))  # removed after reading
+
+
+def test_submit_under_the_limits_says_nothing(world: World) -> None:
+    """Limits the run fits under (3 slots of 3) give no warning."""
+    world.cluster("eos").slurm_says("assoc", "fake|acct|u|||3|normal\n")
+    assert world.submit()["warnings"] == []
+
+
 def test_doctor_exits_3_when_ssh_fails(world: World) -> None:
     """An unreachable cluster fails doctor's ssh check: exit 3, with the hint."""
     world.cluster("eos").refuse(HostKeyError)
