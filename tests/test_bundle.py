@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import stat
 import subprocess
 from pathlib import Path
@@ -20,6 +21,7 @@ from remote_chain.bundle import (
     render_lookup_script,
     render_submit_script,
 )
+from remote_chain.limits import ASSOC_FORMAT, QOS_FORMAT
 from remote_chain.remote.markers import wrap
 from remote_chain.snapshot import Target, parse_status_output, render_status_script
 
@@ -43,7 +45,7 @@ def stubs(tmp_path: Path) -> Path:
     d = tmp_path / "stubs"
     d.mkdir()
     (d / "sbatch").write_text(SBATCH)
-    for name in ("sacct", "squeue"):
+    for name in ("sacct", "squeue", "sacctmgr", "scontrol"):
         (d / name).write_text(QUERY)
     for f in d.iterdir():
         f.chmod(0o755)
@@ -74,7 +76,8 @@ def bundle(tmp_path: Path, benches: tuple[str, ...] = ("a", "b")) -> ClusterBund
 def test_submit_unpacks_submits_and_records(tmp_path: Path, stubs: Path) -> None:
     """One exec lays out the run folder, sbatches each job, and writes the record."""
     b = bundle(tmp_path)
-    answer = parse_submit_output(run(render_submit_script(b), stubs))
+    out = run(render_submit_script(b), stubs)
+    answer = parse_submit_output(out)
     assert not answer.existed
     # sbatch runs concurrently: which benchmark gets which id is not fixed.
     assert sorted((s.benchmark, s.error) for s in answer.submitted) == [("a", None), ("b", None)]
@@ -94,9 +97,17 @@ def test_submit_unpacks_submits_and_records(tmp_path: Path, stubs: Path) -> None
         ("b", ids["b"], None),
     ]
     assert sorted((stubs / "calls").read_text().splitlines()) == [
+        # The user's job limits, asked beside the sbatch calls (limits.py), and the queue.
+        "sacctmgr -nP show assoc where user="
+        + pwd.getpwuid(os.getuid()).pw_name
+        + f" format={','.join(ASSOC_FORMAT)}",
+        f"sacctmgr -nP show qos format={','.join(QOS_FORMAT)}",
         f"sbatch --parsable {run_dir}/a/job.sh",
         f"sbatch --parsable {run_dir}/b/job.sh",
+        "scontrol show config",
+        "squeue --noheader --me --format=%i",
     ]
+    assert "LIMITS\t" in out
 
 
 def test_second_submit_of_the_same_run_reports_the_first(tmp_path: Path, stubs: Path) -> None:
@@ -107,7 +118,7 @@ def test_second_submit_of_the_same_run_reports_the_first(tmp_path: Path, stubs: 
     assert again.existed
     assert again.record is not None
     assert sorted(c["first_job_id"] for c in again.record["chains"]) == ["101", "102"]  # type: ignore[union-attr]
-    assert len((stubs / "calls").read_text().splitlines()) == 2
+    assert len([c for c in (stubs / "calls").read_text().splitlines() if "sbatch" in c]) == 2
 
 
 def test_lookup_before_and_after(tmp_path: Path, stubs: Path) -> None:
