@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from remote_chain._template import render_template
-from remote_chain.limits import ASSOC_FORMAT, QOS_FORMAT
 from remote_chain.models import JOB_ID_RE, JobId
 from remote_chain.script import SINCE_FILE
 
@@ -28,7 +27,6 @@ FIRST_JOB_FILE = ".remote_chain_first_job"
 
 SUBMIT_LOG = ".remote_chain_submit.out"
 SBATCH_OUT = ".remote_chain_sbatch.out"  # per benchmark: what sbatch said at submit
-LIMITS_FILE = ".remote_chain_limits"  # sacctmgr's answer during the submit, then removed
 # How long a submit that finds the run folder already there waits for the other submit's
 # record (a concurrent submit of the same --run-id may still be running sbatch).
 RECORD_WAIT_S = 60
@@ -137,9 +135,6 @@ def _body(**extra: str) -> str:
             "__LOG__": SUBMIT_LOG,
             "__WAIT__": str(RECORD_WAIT_S),
             "__SBATCH_OUT__": SBATCH_OUT,
-            "__LIMITS__": LIMITS_FILE,
-            "__ASSOC_FORMAT__": ",".join(ASSOC_FORMAT),
-            "__QOS_FORMAT__": ",".join(QOS_FORMAT),
             **extra,
         },
     )

@@ -160,19 +160,48 @@ def fit_problems(
     return problems
 
 
+_ASSOC_LIMIT = re.compile(r"\b(MaxJobs|MaxSubmitJobs)=(\d+)\(")
+_QOS_USER_LIMIT = re.compile(r"\b(MaxJobsPU|MaxSubmitJobsPU)=(\d+)\(")
+_QOS_NAME = re.compile(r"^QOS=([^\s(]+)\(")
+
+
+def parse_assoc_mgr(text: str, user: str) -> list[Limit]:
+    """``scontrol -o show assoc_mgr users=U flags=assoc,qos``: the user's job-count limits.
+
+    One record per line (``-o``), the same in 22.05 and 24.11
+    (``src/scontrol/info_assoc_mgr.c``): ``ClusterName=c Account=a UserName=u(uid) ...
+    MaxJobs=77(0) MaxSubmitJobs=4321(0)`` (limit(used); an unset limit is ``MaxJobs=``), and
+    ``QOS=q(id) ... User Limits={ u(uid)={MaxJobsPU=N(0) ... MaxSubmitJobsPU=5(1) ...}}``
+    (``N``: none). slurmctld lists a QOS's per-user limits only for users with a usage record
+    in it; doctor's sacctmgr view is the complete one.
+    """
+    limits: list[Limit] = []
+    for line in text.splitlines():
+        if line.startswith("ClusterName=") and f" UserName={user}(" in line:
+            fields = dict(re.findall(r"\b(ClusterName|Account|Partition)=(\S*)", line))
+            where = f"association {fields.get('Account', '')}/{user}"
+            where += f" partition {fields['Partition']}" if fields.get("Partition") else ""
+            where += f" on {fields['ClusterName']}" if fields.get("ClusterName") else ""
+            for name, value in _ASSOC_LIMIT.findall(line):
+                limits.append(Limit(name, int(value), where))
+        elif (match := _QOS_NAME.match(line)) and f" {user}(" in line:
+            mine = line.split(f" {user}(", 1)[1].split("}", 1)[0]
+            for name, value in _QOS_USER_LIMIT.findall(mine):
+                short = "MaxSubmitPU" if name == "MaxSubmitJobsPU" else "MaxJobsPU"
+                limits.append(Limit(short, int(value), f"QOS {match.group(1)}"))
+    return limits
+
+
 def parse_submit_limits(text: str) -> tuple[list[Limit], int | None] | None:
     """The ``LIMITS`` line of the submit exec: the user's limits and the jobs queued after
     the submit (this run's first jobs included); None when the exec did not ask."""
     for line in text.splitlines():
         parts = line.split("\t")
-        if parts[0] != "LIMITS" or len(parts) != 3:
+        if parts[0] != "LIMITS" or len(parts) != 4:
             continue
         try:
             raw = base64.b64decode(parts[1], validate=True).decode("utf-8", "replace")
         except ValueError:
             return None
-        assoc_text, _, qos_text = raw.partition("\n--\n")
-        limits, qos = parse_assoc(assoc_text)
-        limits += parse_qos(qos_text, set(qos))
-        return limits, (int(parts[2]) if parts[2].isdigit() else None)
+        return parse_assoc_mgr(raw, parts[3]), (int(parts[2]) if parts[2].isdigit() else None)
     return None

@@ -156,6 +156,9 @@ SCONTROL = """#!/bin/bash
 # Fake scontrol: `show partition P` knows the partitions listed in $FAKE_SLURM/partitions.
 S=$FAKE_SLURM
 printf '%s\\n' "$*" >> "$S/scontrol.calls"
+if [[ ${1:-} == -o && ${2:-} == show && ${3:-} == assoc_mgr ]]; then
+  cat "$S/assoc_mgr" 2>/dev/null; exit 0
+fi
 if [[ ${1:-} == show && ${2:-} == config ]]; then
   cat "$S/config" 2>/dev/null || printf '%s\n' "Configuration data as of 2026-01-01T00:00:00" \
     "AccountingStorageType   = accounting_storage/slurmdbd" "ClusterName             = fake"
@@ -275,7 +278,8 @@ class FakeCluster:
     # --- what the fake Slurm saw ------------------------------------------------------------
     def slurm_says(self, name: str, text: str) -> None:
         """What a stub prints: ``version`` (sbatch --version), ``config`` (scontrol show
-        config), ``assoc``/``qos`` (sacctmgr), ``refuse`` (sbatch: word<TAB>message lines)."""
+        config), ``assoc_mgr`` (scontrol -o show assoc_mgr), ``assoc``/``qos`` (sacctmgr),
+        ``refuse`` (sbatch: word<TAB>message lines)."""
         (self.state / name).write_text(text)
 
     def calls(self, command: str) -> list[str]:

@@ -21,7 +21,6 @@ from remote_chain.bundle import (
     render_lookup_script,
     render_submit_script,
 )
-from remote_chain.limits import ASSOC_FORMAT, QOS_FORMAT
 from remote_chain.remote.markers import wrap
 from remote_chain.snapshot import Target, parse_status_output, render_status_script
 
@@ -45,7 +44,7 @@ def stubs(tmp_path: Path) -> Path:
     d = tmp_path / "stubs"
     d.mkdir()
     (d / "sbatch").write_text(SBATCH)
-    for name in ("sacct", "squeue", "sacctmgr", "scontrol"):
+    for name in ("sacct", "squeue", "scontrol"):
         (d / name).write_text(QUERY)
     for f in d.iterdir():
         f.chmod(0o755)
@@ -97,14 +96,10 @@ def test_submit_unpacks_submits_and_records(tmp_path: Path, stubs: Path) -> None
         ("b", ids["b"], None),
     ]
     assert sorted((stubs / "calls").read_text().splitlines()) == [
-        # The user's job limits, asked beside the sbatch calls (limits.py), and the queue.
-        "sacctmgr -nP show assoc where user="
-        + pwd.getpwuid(os.getuid()).pw_name
-        + f" format={','.join(ASSOC_FORMAT)}",
-        f"sacctmgr -nP show qos format={','.join(QOS_FORMAT)}",
         f"sbatch --parsable {run_dir}/a/job.sh",
         f"sbatch --parsable {run_dir}/b/job.sh",
-        "scontrol show config",
+        # The user's job limits from slurmctld's cache (limits.py), and the queue.
+        f"scontrol -o show assoc_mgr users={pwd.getpwuid(os.getuid()).pw_name} flags=assoc,qos",
         "squeue --noheader --me --format=%i",
     ]
     assert "LIMITS\t" in out

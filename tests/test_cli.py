@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -580,18 +581,28 @@ def test_doctor_fails_when_afternotok_is_refused(world: World) -> None:
 def test_submit_warns_when_the_run_cannot_fit_under_a_submit_limit(world: World) -> None:
     """A resumable chain needs two queue slots: 1 resumable + 1 plain over MaxSubmitJobs=2."""
     eos = world.cluster("eos")
-    eos.slurm_says("assoc", "fake|acct|u|||2|normal\n")
+    user = pwd.getpwuid(os.getuid()).pw_name
+    eos.slurm_says("assoc_mgr", _assoc_mgr(user, 2))
     document = world.submit()
     (warning,) = document["warnings"]  # type: ignore[misc]
-    assert str(warning).startswith("eos: MaxSubmitJobs=2 (association acct/u on fake)")
+    assert str(warning).startswith(f"eos: MaxSubmitJobs=2 (association acct/{user} on fake)")
     assert "needs up to 3 jobs" in str(warning)
-    assert not list((eos.workdir).glob("*/eos/.remote_chain_limits"))  # removed after reading
 
 
 def test_submit_under_the_limits_says_nothing(world: World) -> None:
     """Limits the run fits under (3 slots of 3) give no warning."""
-    world.cluster("eos").slurm_says("assoc", "fake|acct|u|||3|normal\n")
+    user = pwd.getpwuid(os.getuid()).pw_name
+    world.cluster("eos").slurm_says("assoc_mgr", _assoc_mgr(user, 3))
     assert world.submit()["warnings"] == []
+
+
+def _assoc_mgr(user: str, max_submit: int) -> str:
+    """`scontrol -o show assoc_mgr` as 22.05 prints it (abridged), one association limited."""
+    return (
+        "Current Association Manager state\nAssociation Records\n"
+        f"ClusterName=fake Account=acct UserName={user}(1000) Partition= Priority=0 ID=4 "
+        f"MaxJobs= MaxJobsAccrue= MaxSubmitJobs={max_submit}(0) MaxWallPJ=\n"
+    )
 
 
 def test_doctor_exits_3_when_ssh_fails(world: World) -> None:

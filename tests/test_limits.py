@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from remote_chain.limits import Limit, fit_problems, parse_assoc, parse_qos, refusal_limit
+from remote_chain.limits import (
+    Limit,
+    fit_problems,
+    parse_assoc,
+    parse_assoc_mgr,
+    parse_qos,
+    refusal_limit,
+)
 
 # Recorded on the dev cluster (Slurm 22.05.8), `sacctmgr -nP show assoc where user=rcuser
 # format=Cluster,Account,User,Partition,MaxJobs,MaxSubmitJobs,QOS`, after the login banner;
@@ -110,3 +117,42 @@ def test_refusal_by_a_limit_is_named(text: str, limit: str) -> None:
 def test_other_refusals_name_no_limit(text: str) -> None:
     """An sbatch error that is not a limit names none."""
     assert refusal_limit(text) is None
+
+
+# `scontrol -o show assoc_mgr users=rcuser flags=assoc,qos` on the dev cluster (22.05.8) with
+# MaxJobs=77 MaxSubmitJobs=4321 set on rcuser's association, recorded whole (one line per
+# record, wrapped here); the QOS line of a QOS with per-user limits is 24.11's one-liner format
+# (src/scontrol/info_assoc_mgr.c, _print_used_user_limit, the same in 22.05).
+ASSOC_MGR = (
+    "Welcome to the remote-chain dev cluster (noise line)\n"
+    "Current Association Manager state\nAssociation Records\n"
+    "ClusterName=local Account=root UserName= Partition= Priority=0 ID=1 MaxJobs= "
+    "MaxJobsAccrue= MaxSubmitJobs=9(0) MaxWallPJ=\n"
+    "ClusterName=local Account=rc UserName=rcuser(1001) Partition= Priority=0 ID=4 SharesRaw/No"
+    "rm/Level/Factor=1/18446744073709551616.00/1/0.00 UsageRaw/Norm/Efctv=0.00/1.00/0.00 Parent"
+    "Account= Lft=3 DefAssoc=Yes GrpJobs=N(0) GrpJobsAccrue=N(0) GrpSubmitJobs=N(0) GrpWall=N(0"
+    ".00) GrpTRES=cpu=N(0),mem=N(0),energy=N(0),node=N(0),billing=N(0),fs/disk=N(0),vmem=N(0),p"
+    "ages=N(0) GrpTRESMins=cpu=N(0),mem=N(0),energy=N(0),node=N(0),billing=N(0),fs/disk=N(0),vm"
+    "em=N(0),pages=N(0) GrpTRESRunMins=cpu=N(0),mem=N(0),energy=N(0),node=N(0),billing=N(0),fs/"
+    "disk=N(0),vmem=N(0),pages=N(0) MaxJobs=77(0) MaxJobsAccrue= MaxSubmitJobs=4321(0) MaxWallP"
+    "J= MaxTRESPJ= MaxTRESPN= MaxTRESMinsPJ= MinPrioThresh=\n"
+    "QOS Records\n"
+    "QOS=normal(1) UsageRaw=0.000000 GrpJobs=N(0) GrpJobsAccrue=N(0) GrpSubmitJobs=N(0) GrpWall"
+    "=N(0.00) MaxWallPJ= MinPrioThresh=  MinTRESPJ= PreemptMode=OFF Priority=0 Account Limits=No "
+    "Accounts User Limits=No Users\n"
+    "QOS=long(2) UsageRaw=0.000000 GrpJobs=N(0) PreemptMode=OFF Priority=0 Account Limits=No "
+    "Accounts User Limits= rcuser(1001)={MaxJobsPU=2(1) MaxJobsAccruePU=N(0) "
+    "MaxSubmitJobsPU=6(3) MaxTRESPU=cpu=N(0)}\n"
+)
+
+
+def test_assoc_mgr_gives_the_users_limits() -> None:
+    """slurmctld's cache: the user's association limits and its QOS per-user limits."""
+    assert parse_assoc_mgr(ASSOC_MGR, "rcuser") == [
+        Limit("MaxJobs", 77, "association rc/rcuser on local"),
+        Limit("MaxSubmitJobs", 4321, "association rc/rcuser on local"),
+        Limit("MaxJobsPU", 2, "QOS long"),
+        Limit("MaxSubmitPU", 6, "QOS long"),
+    ]
+    assert parse_assoc_mgr(ASSOC_MGR, "someone") == []
+    assert parse_assoc_mgr("garbage\nClusterName=x\n", "rcuser") == []

@@ -34,15 +34,6 @@ __RC_PAYLOAD_END__
 # submit forks a handful of processes plus one sbatch per benchmark (benchmarks issue, P1/P2:
 # the login node's CPU per submit).
 declare -A rc_ids=() rc_errs=()
-# The user's job limits, asked beside the sbatch calls (not after them: no added latency), so
-# the client can warn when the run cannot fit (a chain holds a pending successor beside each
-# running link; limits.py). Bounded: a slow slurmdbd delays nothing by more than 10 s.
-if [[ $RC_EXECUTOR == slurm ]] && command -v sacctmgr >/dev/null 2>&1; then
-  ( c=$(timeout 5 scontrol show config 2>/dev/null | sed -n 's/^ClusterName *= *//p')
-    timeout 5 sacctmgr -nP show assoc where user="$(id -un)" ${c:+cluster="$c"} format=__ASSOC_FORMAT__
-    printf '%s\n' --
-    timeout 5 sacctmgr -nP show qos format=__QOS_FORMAT__ ) > __LIMITS__ 2>/dev/null &
-fi
 rc_start_one() {  # bench: leaves what the scheduler said in $bench/__SBATCH_OUT__
   local bench=$1
   if [[ $RC_EXECUTOR == shell ]]; then
@@ -101,8 +92,11 @@ for bench in "${RC_BENCHMARKS[@]}"; do rc_collect_one "$bench"; done
   printf ']}\n'
 } > __RECORD__.tmp && mv -f __RECORD__.tmp __RECORD__
 cat __LOG__
-if [[ -e __LIMITS__ ]]; then
-  printf 'LIMITS\t%s\t%s\n' "$(base64 < __LIMITS__ | tr -d '\n')" "$(squeue --noheader --me --format=%i 2>/dev/null | grep -c .)"
-  rm -f __LIMITS__
+# The user's job limits from slurmctld's own cache (one RPC, ~5 ms: sacctmgr asks slurmdbd and
+# costs ~0.2 s each), so the client can warn when the run cannot fit (limits.py).
+if [[ $RC_EXECUTOR == slurm ]]; then
+  u=$(id -un)
+  printf 'LIMITS\t%s\t%s\t%s\n' "$(timeout 5 scontrol -o show assoc_mgr users="$u" flags=assoc,qos 2>/dev/null | base64 | tr -d '\n')" \
+    "$(squeue --noheader --me --format=%i 2>/dev/null | grep -c .)" "$u"
 fi
 printf 'DONE\n'
