@@ -254,7 +254,16 @@ def doctor_view(result: DoctorResult) -> RenderableType:
             check.detail,
             check.hint,
         )
-    return table
+    facts = result.facts
+    if facts is None or facts.slurm_version is None:
+        return table
+    accounting = {True: "accounting on", False: "no accounting", None: "accounting unknown"}
+    limits = ", ".join(f"{lim.name}={lim.value}" for lim in facts.limits) or "no job limits"
+    summary = (
+        f"{result.cluster}: Slurm {facts.slurm_version}, "
+        f"{accounting[facts.accounting_enabled]}, {limits}, login shell {facts.login_shell}"
+    )
+    return Group(table, Text(summary, style="bold"))
 
 
 def clusters_view(

@@ -567,6 +567,24 @@ def test_doctor_json_tells_the_cluster_apart(world: World) -> None:
     assert not eos.queue()  # the probes queued nothing
 
 
+def test_doctor_on_a_cluster_without_accounting_warns_and_passes(world: World) -> None:
+    """No slurmdbd: sacct fails, doctor says what that means for resumable runs, exit 0."""
+    eos = world.cluster("eos")
+    eos.slurm_says("config", "AccountingStorageType   = accounting_storage/none\n")
+    eos.fail("sacct", "sacct: error: Slurm accounting storage is disabled")
+    result = world.invoke("doctor", "--cluster", "eos")
+    assert result.exit_code == 0, result.stdout
+    assert "warn" in result.stdout
+    assert "accounting_storage/none" in result.stdout
+    document = world.json("doctor", "--cluster", "eos")
+    assert document["accounting"] == {
+        "enabled": False,
+        "reachable": None,
+        "storage_type": "accounting_storage/none",
+        "enforce": None,
+    }
+
+
 def test_doctor_fails_when_afternotok_is_refused(world: World) -> None:
     """A cluster that refuses afternotok fails doctor (exit 1), the table saying what it means."""
     world.cluster("eos").slurm_says(

@@ -4,7 +4,7 @@
 rc_check() { printf 'CHECK\t%s\t%s\t%s\n' "$1" "$2" "$(printf '%s' "$3" | base64 | tr -d '\n')"; }
 rc_fact() { printf 'FACT\t%s\t%s\t%s\n' "$1" "$2" "$(printf '%s' "$3" | base64 | tr -d '\n')"; }
 # Every Slurm query is bounded: a wedged slurmdbd must not hold doctor.
-rc_run() { timeout 20 "$@" 2>&1; }
+rc_run() { timeout 10 "$@" 2>&1; }
 rc_check login ok "$(id -un) on $(hostname)"
 rc_fact login_shell 0 "$(getent passwd "$(id -un)" 2>/dev/null | cut -d: -f7)"
 if [[ $RC_EXECUTOR == slurm ]]; then
