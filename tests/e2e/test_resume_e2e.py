@@ -112,6 +112,7 @@ def test_stopped_chain_resumes_only_with_a_raised_cap(
     assert "\nRC_MAX_WALLTIME=60\n" in (chain.remote_dir / "job.sh").read_text()
     final = chain.wait_ended(timeout=240)
     assert final.state is ChainStateName.STOPPED, chain.describe()
-    assert 60 <= chain.walltime() <= 60 + 10, chain.describe()
+    # At most the kill-after grace (15 s) past the cap: a runner slow to die on TERM.
+    assert 60 <= chain.walltime() <= 60 + 20, chain.describe()
     record = (chain.remote_dir.parent / "remote-chain.json").read_text()
     assert '"max_walltime_s": 60' in record
