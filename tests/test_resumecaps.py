@@ -3,6 +3,9 @@ run, and when a chain is refused: pure, from literal event and sacct lines."""
 
 from __future__ import annotations
 
+import base64
+import subprocess
+
 import pytest
 
 from remote_chain.chainstatus import ChainStateName, parse_events
@@ -11,7 +14,9 @@ from remote_chain.resumecaps import (
     ChainFacts,
     ResumeCaps,
     ResumeFacts,
+    act_head,
     elapsed_by_job,
+    parse_facts,
     plan_resume,
     uncounted_jobs,
     updated_record,
@@ -154,3 +159,48 @@ def test_record_gets_the_resume_appended() -> None:
     assert record is not None
     assert '"resumes": [{"at": "T", "chains": [{"benchmark": "b"' in record
     assert updated_record("{broken", [step], at="T") is None
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+RECORD = '{"run_id": "r"}'
+CHAIN = "10\n11\n"
+WALLTIME = "100\r\n"
+
+
+def test_parse_facts_reads_caps_files_sacct_and_record() -> None:
+    """The read exec's lines: job.sh caps, state files (blanks dropped), sacct, the record."""
+    text = "\n".join(
+        [
+            "Welcome (noise line)",
+            f"RECORD\t{_b64(RECORD)}\t123-45",
+            "CAPS\tb\tRC_RESUMABLE=1 RC_MAX_RETRIES=2 RC_MAX_WALLTIME='' ",
+            f"FILE\tb\tchain\t{_b64(CHAIN)}",
+            f"FILE\tb\twalltime\t{_b64(WALLTIME)}",
+            "NOBENCH\tgone",
+            f"SACCT\tok\t{_b64(SACCT)}",
+            "DONE",
+        ]
+    )
+    facts = parse_facts(text)
+    assert facts.record == '{"run_id": "r"}'
+    assert facts.record_sum == "123-45"
+    assert facts.missing == ("gone",)
+    assert facts.sacct == SACCT
+    chain = facts.chains["b"]
+    assert (chain.resumable, chain.max_retries, chain.max_walltime_s) == (True, 2, None)
+    assert (chain.chain, chain.walltime, chain.retries) == ("10\n11\n", "100", "")
+
+
+def test_act_head_is_bash_arrays_in_benchmark_order() -> None:
+    """The act exec's per-benchmark arrays: a plain chain has empty cells and step `plain`."""
+    step = plan_resume({"b": STOPPED}, facts(), ResumeCaps(max_walltime_s=600)).steps["b"]
+    head = "\n".join(act_head([step], ["p", "b"]))
+    out = subprocess.run(
+        ["bash", "-c", head + '\nprintf "%s|" "${RC_STEP[@]}" "${RC_NEW_WALLTIME[@]}" '
+         '"${RC_COUNTED[@]}" "${RC_CAP_WALLTIME[@]}" "${RC_CAP_RETRIES[@]}"'],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert out == "plain|caps||210||11:110||600||keep|"
