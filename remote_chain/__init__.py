@@ -42,6 +42,7 @@ _LAZY = {
     "StatusResult": "remote_chain.orchestrator",
     "CancelResult": "remote_chain.orchestrator",
     "ResumeResult": "remote_chain.orchestrator",
+    "ResumeCaps": "remote_chain.resumecaps",
     "WaitTimeout": "remote_chain.orchestrator",
     "ChainStatus": "remote_chain.chainstatus",
     "ChainStateName": "remote_chain.chainstatus",
@@ -76,6 +77,7 @@ if TYPE_CHECKING:
         SubmitResult,
         WaitTimeout,
     )
+    from remote_chain.resumecaps import ResumeCaps
     from remote_chain.settings import Settings
 
 __all__ = [
@@ -94,6 +96,7 @@ __all__ = [
     "RemoteError",
     "RenderedScript",
     "ResumableSpec",
+    "ResumeCaps",
     "ResumeResult",
     "Settings",
     "SlurmOptions",
