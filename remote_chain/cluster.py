@@ -127,6 +127,7 @@ def endpoint_for(profile: ClusterProfile, settings: Settings) -> Endpoint:
         command_timeout=settings.command_timeout,
         keepalive_interval=settings.keepalive_interval,
         max_channels=settings.max_channels,
+        max_output_bytes=settings.max_output_bytes,
     )
 
 

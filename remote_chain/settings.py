@@ -59,6 +59,8 @@ class Settings(BaseSettings):
     lookup_timeout: int = Field(default=60, ge=1, le=3600)
     poll_interval: float = Field(default=30, gt=0)
     max_upload_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    # Most bytes one remote command may print, login-shell noise included (issue 14.4).
+    max_output_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
 
     def clusters_dirs(self) -> list[Path]:
         """The folders named in ``clusters_dir``, in order, ``~`` expanded, empty parts skipped."""

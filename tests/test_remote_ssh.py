@@ -364,26 +364,50 @@ done
 
 @pytest.mark.ssh
 @pytest.mark.anyio
-async def test_scripts_ride_in_the_command_line_unless_sensitive(sshd: Sshd) -> None:
-    """A plain script is inlined (one round trip fewer); a sensitive one never shows in ps."""
+@pytest.mark.parametrize("sensitive", [False, True])
+async def test_no_script_rides_in_a_command_line(sshd: Sshd, sensitive: bool) -> None:
+    """Every script travels on stdin: the only command line is the fixed bootstrap (14.2)."""
     marker = "SECRET-VALUE-4711"
     script = f": {marker}\n{ANCESTRY}"
     async with await open_remote(sshd.endpoint()) as remote:
-        plain = await remote.run(script)
-        hidden = await remote.run(script, sensitive=True)
-    assert plain.exit_status == hidden.exit_status == 0
-    assert "base64 -d" in plain.stdout  # the login shell's -c command carried the script
-    assert "base64 -d" not in hidden.stdout
-    assert marker not in hidden.stdout  # nothing of the script in any command line
-    assert "bash -l -s" in hidden.stdout
+        result = await remote.run(script, sensitive=sensitive)
+    assert result.exit_status == 0
+    assert marker not in result.stdout  # nothing of the script in any command line
+    assert "base64" not in result.stdout
+    assert "bash -l -s" in result.stdout
 
 
 @pytest.mark.ssh
 @pytest.mark.anyio
-async def test_a_script_too_long_for_a_command_line_goes_on_stdin(sshd: Sshd) -> None:
-    """Past INLINE_MAX the script travels on stdin, with the same result."""
-    big = "x" * 40_000
+async def test_a_long_script_goes_on_stdin(sshd: Sshd) -> None:
+    """A script far longer than any command line runs whole."""
+    big = "x" * 400_000
     async with await open_remote(sshd.endpoint()) as remote:
-        result = await remote.run(f"v='{big}'; echo ${{#v}}\n{ANCESTRY}")
-    assert result.stdout.splitlines()[0] == "40000"
-    assert "base64 -d" not in result.stdout
+        result = await remote.run(f"v='{big}'; echo ${{#v}}")
+    assert result.stdout.splitlines()[0] == "400000"
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "rc_file",
+    [
+        "head -c 3000000 /dev/zero | tr '\\0' x\n",  # 3 MB of noise, then a working shell
+        "while :; do echo endless login noise; done\n",  # never reaches the script
+        "while :; do echo endless login noise >&2; done\n",  # the same on stderr
+    ],
+    ids=["3MB", "endless-stdout", "endless-stderr"],
+)
+async def test_a_flooding_login_shell_is_stopped_at_the_cap(tmp_path: Path, rc_file: str) -> None:
+    """Output past max_output_bytes is an error naming the host, not the client's memory (14.4)."""
+    with running_sshd(tmp_path) as server:
+        (server.home / ".bash_profile").write_text(rc_file)
+        endpoint = server.endpoint(max_output_bytes=1024 * 1024, command_timeout=20)
+        async with await open_remote(endpoint) as remote:
+            started = time.monotonic()
+            with pytest.raises(RemoteError, match=r"loopback printed more than 1048576 bytes"):
+                await remote.run("echo never-trusted")
+            assert time.monotonic() - started < 15
+            # The connection is still usable for the next command's own verdict.
+            (server.home / ".bash_profile").write_text("")
+            assert (await remote.run("echo ok")).stdout == "ok\n"

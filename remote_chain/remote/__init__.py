@@ -100,6 +100,19 @@ async def open_remote(endpoint: Endpoint) -> Remote:
     return await SshRemote.open(endpoint)
 
 
+def output_too_large(name: str, limit: int) -> RemoteError:
+    """The error for a command whose output passed ``limit`` bytes (shared by both transports).
+
+    Not transient: a login shell that floods (an rc file printing endless output) floods again.
+    """
+    return RemoteError(
+        f"{name} printed more than {limit} bytes (REMOTE_CHAIN_MAX_OUTPUT_BYTES); the command "
+        "was stopped. A login shell printing endless output (.bashrc, .profile, MOTD) is the "
+        "usual cause: check with `ssh <host> true | wc -c`",
+        host=name,
+    )
+
+
 def result_from_output(
     *, name: str, nonce: str, stdout: str, stderr: str, exit_status: int | None, lost: bool
 ) -> CommandResult:

@@ -38,3 +38,6 @@ class Endpoint:
     # OpenSSH's MaxSessions defaults to 10 and the server counts a channel until its close
     # is fully processed: 8 concurrent channels were measured to still race it, 6 never did.
     max_channels: int = 6
+    # Most bytes one command may print (stdout and stderr together): a login shell that floods
+    # (an rc file printing endless output) must fail the command, not take the client's memory.
+    max_output_bytes: int = 64 * 1024 * 1024

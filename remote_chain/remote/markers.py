@@ -16,14 +16,13 @@ cannot swallow the rest of the script or wait for input.
 
 from __future__ import annotations
 
-import base64
 import re
 import secrets
 
+# The fixed bootstrap: the only command line we ever send. Everything derived from the user's
+# config or files rides on its stdin, since a command line is readable by every user of the
+# login node in /proc/*/cmdline (and by the local machine's `ps` for the openssh transport).
 REMOTE_COMMAND = "bash -l -s"
-# The longest exec command line we send: far inside sshd's packet size and Linux's 128 KiB limit
-# on one argument (the login shell gets the command as the argument of `-c`).
-INLINE_MAX = 32 * 1024
 BEGIN_MARKER = "__REMOTE_CHAIN_BEGIN_"
 END_MARKER = "__REMOTE_CHAIN_END_"
 
@@ -51,19 +50,6 @@ def wrap(script: str) -> tuple[str, str]:
     nonce = secrets.token_hex(16)
     wrapped = _TEMPLATE.format(begin=BEGIN_MARKER + nonce, end=END_MARKER + nonce, script=script)
     return wrapped, nonce
-
-
-def inline_command(wrapped: str) -> str | None:
-    """The wrapped script carried in the exec command itself, or None if it is too long.
-
-    One round trip fewer than stdin: OpenSSH's sshd opens a session channel's window only once
-    the command has started, so stdin can flow only after the exec reply. Base64 makes it one
-    word that any login shell (sh, bash, zsh, csh, fish) passes on untouched. A command line
-    is visible in ``ps`` on the login node: callers never inline a script carrying secrets.
-    """
-    encoded = base64.b64encode(wrapped.encode()).decode("ascii")
-    command = f"echo {encoded} | base64 -d | {REMOTE_COMMAND}"
-    return command if len(command) <= INLINE_MAX else None
 
 
 def unwrap(stdout: str, nonce: str) -> tuple[str, int, str]:

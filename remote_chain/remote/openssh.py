@@ -8,6 +8,7 @@ server's ``MaxSessions`` like asyncssh's channels, so the same capacity limit ap
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shlex
 import subprocess
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import anyio
+import anyio.abc
 import structlog
 
 from remote_chain.errors import (
@@ -29,9 +31,14 @@ from remote_chain.errors import (
     RemoteError,
     RemoteTimeout,
 )
-from remote_chain.remote import ClosingContext, CommandResult, result_from_output
+from remote_chain.remote import (
+    ClosingContext,
+    CommandResult,
+    output_too_large,
+    result_from_output,
+)
 from remote_chain.remote.endpoint import Endpoint
-from remote_chain.remote.markers import REMOTE_COMMAND, inline_command, wrap
+from remote_chain.remote.markers import REMOTE_COMMAND, wrap
 from remote_chain.remote.sshconfig import DEFAULT_CONNECT_TIMEOUT, split_jump
 
 _log = structlog.get_logger()
@@ -107,6 +114,8 @@ def _check_argv(endpoint: Endpoint, resolved: _Resolved) -> list[str]:
 
 
 def _run_argv(endpoint: Endpoint, resolved: _Resolved, command: str = REMOTE_COMMAND) -> list[str]:
+    # ``command`` is always a fixed string (REMOTE_COMMAND, or open's probe): the script goes
+    # on stdin, never in ssh's argv, which this machine's `ps` shows (issue 14.2).
     # The config's ServerAliveInterval when it sets one (a command-line -o would beat it).
     alive = math.ceil(resolved.keepalive_interval or endpoint.keepalive_interval)
     return [
@@ -190,6 +199,57 @@ async def _run_ssh(
     except TimeoutError as exc:  # before OSError: TimeoutError is an OSError
         raise RemoteTimeout(
             f"{doing} on {endpoint.host} took longer than {limit:g} s", host=endpoint.name
+        ) from exc
+    except FileNotFoundError as exc:
+        raise RemoteError(f"`{SSH}` not found on PATH: {exc}", host=endpoint.name) from exc
+    except OSError as exc:
+        raise ConnectError(f"cannot run `{SSH}`: {exc}", host=endpoint.name) from exc
+
+
+async def _drain(
+    stream: anyio.abc.ByteReceiveStream,
+    sink: bytearray,
+    budget: list[int],
+    process: anyio.abc.Process,
+) -> None:
+    """Read ``stream`` to its end into ``sink``; past the budget, kill ssh instead."""
+    with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
+        while True:
+            chunk = await stream.receive()
+            budget[0] -= len(chunk)
+            if budget[0] < 0:
+                process.kill()  # the other stream then ends too
+                return
+            sink += chunk
+
+
+async def _run_capped(
+    endpoint: Endpoint, argv: list[str], stdin: bytes, limit: float
+) -> tuple[bytes, bytes, int]:
+    """``ssh`` with ``stdin``, its output capped at the endpoint's ``max_output_bytes``."""
+    cap = endpoint.max_output_bytes
+    try:
+        with anyio.fail_after(limit):
+            # On timeout the process is killed on leaving the block, closing the session.
+            async with await anyio.open_process(argv) as process:
+                stdin_pipe, stdout, stderr = process.stdin, process.stdout, process.stderr
+                if stdin_pipe is None or stdout is None or stderr is None:  # pipes by default
+                    raise RemoteError("ssh started without pipes", host=endpoint.name)
+                budget = [cap]
+                out, err = bytearray(), bytearray()
+                async with anyio.create_task_group() as group:
+                    group.start_soon(_drain, stdout, out, budget, process)
+                    group.start_soon(_drain, stderr, err, budget, process)
+                    with contextlib.suppress(anyio.BrokenResourceError):
+                        await stdin_pipe.send(stdin)
+                    await stdin_pipe.aclose()
+                returncode = await process.wait()
+                if budget[0] < 0:
+                    raise output_too_large(endpoint.name, cap)
+                return bytes(out), bytes(err), returncode
+    except TimeoutError as exc:  # before OSError: TimeoutError is an OSError
+        raise RemoteTimeout(
+            f"command on {endpoint.host} took longer than {limit:g} s", host=endpoint.name
         ) from exc
     except FileNotFoundError as exc:
         raise RemoteError(f"`{SSH}` not found on PATH: {exc}", host=endpoint.name) from exc
@@ -314,30 +374,28 @@ class OpensshRemote(ClosingContext):
     ) -> CommandResult:
         """Run ``script`` in a remote login shell; a non-zero exit is in the result."""
         wrapped, nonce = wrap(script)
-        command = None if sensitive else inline_command(wrapped)
         limit = self._endpoint.command_timeout if timeout is None else timeout
         async with self._limiter:
             started = time.monotonic()
-            completed = await _run_ssh(
+            stdout, stderr, returncode = await _run_capped(
                 self._endpoint,
-                _run_argv(self._endpoint, self._resolved, command or REMOTE_COMMAND),
-                stdin=b"" if command else wrapped.encode(),
-                limit=limit,
-                doing="command",
+                _run_argv(self._endpoint, self._resolved),
+                wrapped.encode(),
+                limit,
             )
         result = result_from_output(
             name=self.name,
             nonce=nonce,
-            stdout=completed.stdout.decode("utf-8", "replace"),
-            stderr=completed.stderr.decode("utf-8", "replace"),
-            exit_status=completed.returncode,
-            lost=completed.returncode == SSH_FAILED,
+            stdout=stdout.decode("utf-8", "replace"),
+            stderr=stderr.decode("utf-8", "replace"),
+            exit_status=returncode,
+            lost=returncode == SSH_FAILED,
         )
         _log.debug(
             "ssh_command",
             cluster=self.name,
             seconds=round(time.monotonic() - started, 3),
-            bytes=len(completed.stdout) + len(completed.stderr),
+            bytes=len(stdout) + len(stderr),
             exit_status=result.exit_status,
             transport="openssh",
         )

@@ -32,9 +32,14 @@ from remote_chain.errors import (
     RemoteError,
     RemoteTimeout,
 )
-from remote_chain.remote import ClosingContext, CommandResult, result_from_output
+from remote_chain.remote import (
+    ClosingContext,
+    CommandResult,
+    output_too_large,
+    result_from_output,
+)
 from remote_chain.remote.endpoint import Endpoint
-from remote_chain.remote.markers import REMOTE_COMMAND, inline_command, wrap
+from remote_chain.remote.markers import REMOTE_COMMAND, wrap
 from remote_chain.remote.sshconfig import Hop, Route, resolve
 
 _log = structlog.get_logger()
@@ -49,6 +54,7 @@ if logging.getLogger("asyncssh").level == logging.NOTSET:
 CHANNEL_OPEN_TRIES = 3
 CHANNEL_OPEN_PAUSE = 0.2
 CLOSE_TIMEOUT = 5.0
+READ_CHUNK = 64 * 1024
 _SSH_CONFIG = "~/.ssh/config"
 
 _Doing = Literal["connect", "command"]
@@ -244,53 +250,70 @@ class SshRemote(ClosingContext):
     async def run(
         self, script: str, *, timeout: float | None = None, sensitive: bool = False
     ) -> CommandResult:
-        """Run ``script`` in a remote login shell; a non-zero exit is in the result."""
+        """Run ``script`` in a remote login shell; a non-zero exit is in the result.
+
+        Every script travels on stdin (``sensitive`` no longer changes anything): the exec
+        request carries only the fixed ``REMOTE_COMMAND`` (issue 14.2).
+        """
         wrapped, nonce = wrap(script)
-        command = None if sensitive else inline_command(wrapped)
         limit = self._endpoint.command_timeout if timeout is None else timeout
         async with self._limiter:
             started = time.monotonic()
             # The timeout starts once a channel slot is ours: waiting for a slot is bounded
             # by the other commands' own timeouts.
             with _translated(self._endpoint, "command", limit), anyio.fail_after(limit):
-                completed = await self._run_wrapped(wrapped, command)
-        stdout = _text(completed.stdout)
-        stderr = _text(completed.stderr)
+                stdout_bytes, stderr_bytes, exit_status = await self._run_wrapped(wrapped)
+        stdout = stdout_bytes.decode("utf-8", "replace")
+        stderr = stderr_bytes.decode("utf-8", "replace")
         result = result_from_output(
             name=self.name,
             nonce=nonce,
             stdout=stdout,
             stderr=stderr,
-            exit_status=completed.exit_status,
-            lost=completed.exit_status is None,
+            exit_status=exit_status,
+            lost=exit_status is None,
         )
         _log.debug(
             "ssh_command",
             cluster=self.name,
             seconds=round(time.monotonic() - started, 3),
-            bytes=len(stdout.encode()) + len(stderr.encode()),
+            bytes=len(stdout_bytes) + len(stderr_bytes),
             exit_status=result.exit_status,
         )
         return result
 
-    async def _run_wrapped(self, wrapped: str, command: str | None) -> asyncssh.SSHCompletedProcess:
+    async def _run_wrapped(self, wrapped: str) -> tuple[bytes, bytes, int | None]:
         for _ in range(CHANNEL_OPEN_TRIES - 1):
             with contextlib.suppress(asyncssh.ChannelOpenError):
-                return await self._run_once(wrapped, command)
+                return await self._run_once(wrapped)
             await anyio.sleep(CHANNEL_OPEN_PAUSE)
-        return await self._run_once(wrapped, command)
+        return await self._run_once(wrapped)
 
-    async def _run_once(self, wrapped: str, command: str | None) -> asyncssh.SSHCompletedProcess:
+    async def _run_once(self, wrapped: str) -> tuple[bytes, bytes, int | None]:
         connection = await self._live_connection()
         # No pty: the script's stdout and stderr stay apart and no \r\n translation. The
-        # script rides in the command line when it may (one round trip fewer), else on stdin.
-        return await connection.run(
-            command or REMOTE_COMMAND,
-            input=None if command else wrapped,
-            check=False,
-            encoding="utf-8",
-            errors="replace",
-        )
+        # script goes on stdin: sshd opens a session's window only once the command has
+        # started, so this costs one round trip more than a script in the command line, the
+        # price of nothing of the user's being readable in /proc/*/cmdline (issue 14.2).
+        process = await connection.create_process(REMOTE_COMMAND, encoding=None)
+        try:
+            process.stdin.write(wrapped.encode())
+            process.stdin.write_eof()
+            # Both streams share one budget; past it the channel is closed (issue 14.4).
+            budget = [self._endpoint.max_output_bytes]
+            out, err = bytearray(), bytearray()
+            failures: list[Exception] = []
+            async with anyio.create_task_group() as group:
+                group.start_soon(_drain, process.stdout, out, budget, process, failures)
+                group.start_soon(_drain, process.stderr, err, budget, process, failures)
+            if failures:  # raised here, not in the group: _translated sees the bare error
+                raise failures[0]
+            if budget[0] < 0:
+                raise output_too_large(self.name, self._endpoint.max_output_bytes)
+            await process.wait_closed()
+            return bytes(out), bytes(err), process.exit_status
+        finally:
+            process.close()
 
     async def _live_connection(self) -> asyncssh.SSHClientConnection:
         """The connection, opened again if it died (network blip, keepalive, server restart).
@@ -314,8 +337,26 @@ class SshRemote(ClosingContext):
             await self._connection.wait_closed()
 
 
-def _text(output: str | bytes | None) -> str:
-    # run() was given an encoding, so asyncssh returns str; None when nothing was read.
-    if output is None:
-        return ""
-    return output if isinstance(output, str) else output.decode("utf-8", "replace")
+async def _drain(
+    stream: asyncssh.SSHReader[bytes],
+    sink: bytearray,
+    budget: list[int],
+    process: asyncssh.SSHClientProcess[bytes],
+    failures: list[Exception],
+) -> None:
+    """Read ``stream`` to its end into ``sink``; past the budget, close the channel instead.
+
+    Never holds more than the budget plus one chunk: asyncssh stops opening the channel's
+    window while we do not read, so a flooding server is held back by flow control.
+    """
+    try:
+        while chunk := await stream.read(READ_CHUNK):
+            budget[0] -= len(chunk)
+            if budget[0] < 0:
+                process.close()  # the other stream then ends too
+                return
+            sink += chunk
+    except asyncssh.DisconnectError:
+        return  # the exit status stays None: result_from_output reports a lost connection
+    except (asyncssh.Error, OSError) as exc:
+        failures.append(exc)
