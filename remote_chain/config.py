@@ -78,7 +78,17 @@ _SBATCH_ARG = re.compile(r"--([A-Za-z][A-Za-z0-9-]*)(?:=([^\s\x00-\x1f\x7f]+))?"
 _WORKDIR = re.compile(r"/[A-Za-z0-9._/@+,:=~-]*")
 # sbatch options we own, or that have a key of their own. sbatch (getopt_long) accepts any
 # unambiguous prefix, so `--part=x` is caught too.
-_OWN_OPTIONS = ("chdir", "dependency", "kill-on-invalid-dep", "output", "error")
+_OWN_OPTIONS = (
+    "chdir",
+    "dependency",
+    "kill-on-invalid-dep",
+    "output",
+    "error",
+    "job-name",  # status and cancel find a chain's jobs by its name (issue 14.5)
+    "array",  # one job per link: the chain files hold one job id per line
+)
+# Requeue is the profile's `[slurm] requeue` setting, not an extra argument (issue 14.5).
+_REQUEUE_OPTIONS = ("requeue", "no-requeue")
 _KEYED_OPTIONS = ("time", "partition", "account", "qos")
 _TAG_FLAG = "resumable:bool"
 _TAG_SPEC = "resumable:mapping"
@@ -181,7 +191,25 @@ def _slurm_word(value: str) -> str:
     return value
 
 
+# sbatch's short forms of the options above, named in the error.
+_OWN_SHORT = {
+    "J": "job-name",
+    "D": "chdir",
+    "o": "output",
+    "e": "error",
+    "d": "dependency",
+    "a": "array",
+}
+
+
 def _sbatch_arg(value: str) -> str:
+    short = re.match(r"-([A-Za-z])", value)
+    if short and not value.startswith("--") and short.group(1) in _OWN_SHORT:
+        own = _OWN_SHORT[short.group(1)]
+        raise ValueError(
+            f"-{short.group(1)} (--{own}): remote-chain sets --{own} itself; the run layout "
+            "and the chain depend on it"
+        )
     match = _SBATCH_ARG.fullmatch(value)
     if match is None:
         raise ValueError(
@@ -201,6 +229,13 @@ def _sbatch_arg(value: str) -> str:
     return value
 
 
+def _requeue_arg(value: str) -> str | None:
+    """The requeue option ``value`` names (sbatch takes any unambiguous prefix), or None."""
+    match = _SBATCH_ARG.fullmatch(value)
+    name = match.group(1) if match else ""
+    return next((own for own in _REQUEUE_OPTIONS if own.startswith(name)), None)
+
+
 SlurmWord = Annotated[StrictStr, AfterValidator(_slurm_word)]
 
 
@@ -215,6 +250,26 @@ class SlurmOptions(_Frozen):
     # Our addition: how a chain reads "CANCELLED by <uid>" from a uid other than the user's
     # (admin tooling, preemption scripts). "stop" follows the spec's CANCELLED row.
     admin_cancel: Literal["stop", "preempt"] = "stop"
+    # Whether Slurm may requeue a link (#SBATCH --requeue); --requeue/--no-requeue in
+    # extra_args are refused in favour of this key (issue 14.5).
+    requeue: StrictBool = False
+
+    @model_validator(mode="after")
+    def _requeue_needs_the_key(self) -> SlurmOptions:
+        for index, arg in enumerate(self.extra_args):
+            own = _requeue_arg(arg)
+            if own is not None and not self.requeue:
+                raise _Problems(
+                    [
+                        (
+                            ("extra_args", index),
+                            f"--{own}: requeueing is remote-chain's to decide (the chain "
+                            "reads a requeued link as the same link); set requeue = true "
+                            "in this [slurm] table to allow it",
+                        )
+                    ]
+                )
+        return self
 
 
 class EnvVar(_Frozen):
@@ -238,12 +293,52 @@ class EnvVar(_Frozen):
         yield "secret", self.secret
 
 
+# driver.env names a job may not set (issue 14.5): the job script exports driver.env before
+# the prologue runs, so these would steer the prologue itself (its own RC_ values, the
+# successor's sbatch, how bash parses and what it loads). By prefix, then by exact name.
+RESERVED_ENV_PREFIXES = {
+    "RC_": "the job prologue's own variables (RC_SELF, RC_MAX_RETRIES, ...) start with RC_",
+    "REMOTE_CHAIN_": "the REMOTE_CHAIN_ prefix is reserved for remote-chain's own settings",
+    "SBATCH_": "sbatch reads SBATCH_* as options: the successor's submission would change",
+    "SLURM_": "Slurm sets SLURM_* in every job; the prologue reads them (SLURM_JOB_ID, ...)",
+    "BASH_FUNC_": "exported bash functions would replace commands the prologue calls",
+}
+RESERVED_ENV_NAMES = {
+    "PATH": "the prologue finds sbatch and sacct through PATH; extend it in the runner "
+    "(e.g. command: 'PATH=/opt/x/bin:$PATH ...') or with module load in your shell setup",
+    "IFS": "changes how bash splits every word of the job script",
+    "BASH_ENV": "bash would source that file before every bash the job starts",
+    "ENV": "sh would source that file before every shell the job starts",
+    "SHELLOPTS": "changes bash's own options for every bash the job starts",
+    "BASHOPTS": "changes bash's own options for every bash the job starts",
+    "POSIXLY_CORRECT": "changes how bash and the tools the prologue calls behave",
+    "CDPATH": "changes where the job script's cd commands go",
+    "GLOBIGNORE": "changes which files the job script's globs match",
+    "PS4": "bash evaluates it for every traced command",
+    "PROMPT_COMMAND": "bash runs it as a command",
+    "LD_PRELOAD": "loads a library into every program the job starts, sbatch included",
+    "LD_AUDIT": "loads a library into every program the job starts, sbatch included",
+    "HOME": "Slurm and ssh read the user's files from HOME",
+}
+
+
+def reserved_env_reason(name: str) -> str | None:
+    """Why ``driver.env`` may not set ``name``, or None if it may."""
+    if name in RESERVED_ENV_NAMES:
+        return f"{name} is reserved: {RESERVED_ENV_NAMES[name]}"
+    for prefix, reason in RESERVED_ENV_PREFIXES.items():
+        if name.startswith(prefix):
+            return f"{name} is reserved: {reason}"
+    return None
+
+
 def _env_var(name: object, spec: object, environ: Mapping[str, str]) -> EnvVar | list[str]:
     """The EnvVar for one ``driver.env`` entry, or the problems found in it."""
     if not isinstance(name, str) or not ENV_NAME_RE.fullmatch(name):
         return ["invalid variable name: letters, digits and '_', not starting with a digit"]
-    if name.startswith("REMOTE_CHAIN_"):
-        return ["the REMOTE_CHAIN_ prefix is reserved for the variables each job exports"]
+    reserved = reserved_env_reason(name)
+    if reserved is not None:
+        return [reserved]
     secret = False
     if isinstance(spec, Mapping):
         unknown = sorted(str(key) for key in spec if key not in ("value", "from_env", "secret"))

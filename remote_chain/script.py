@@ -206,7 +206,8 @@ def _constants(spec: JobSpec) -> list[str]:
     return [f"{name}={_const(value)}" for name, value in values]
 
 
-def _runner_lines(spec: JobSpec) -> list[str]:
+def _env_lines(spec: JobSpec) -> list[str]:
+    """The user's exports: emitted before the prologue's constants, so those always win."""
     env = [f"export {name}={_q(value)}" for name, value in spec.env]
     if spec.secret_env_names:
         env += [
@@ -214,8 +215,12 @@ def _runner_lines(spec: JobSpec) -> list[str]:
             "# shellcheck source=/dev/null",
             f"if [[ -r {SECRETS_FILE} ]]; then set -a; . ./{SECRETS_FILE}; set +a; fi",
         ]
+    return env
+
+
+def _runner_lines(spec: JobSpec) -> list[str]:
     argv = ("bash", "-c", spec.command) if spec.command is not None else spec.argv
-    return [*env, "RC_RUNNER=(" + " ".join(_q(a) for a in argv) + ")"]
+    return ["RC_RUNNER=(" + " ".join(_q(a) for a in argv) + ")"]
 
 
 def render_prologue() -> str:
@@ -247,6 +252,9 @@ def render_job_script(spec: JobSpec) -> str:
             "set -uo pipefail",
             "",
         ],
+        # driver.env first: reserved names are refused at config time, and the constants
+        # after it are the prologue's own either way (issue 14.5).
+        _env_lines(spec),
         _constants(spec),
         ["", render_outcome_case(), "", render_rules_case(), ""],
         [render_prologue(), ""],
