@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import secrets
 from collections.abc import Sequence
+from pathlib import Path
 
 from remote_chain import __version__
 from remote_chain.bundle import BundleFile, ChainPlan, ClusterBundle
@@ -115,12 +117,49 @@ def secrets_file(config: SubmitConfig) -> bytes | None:
     return ("\n".join(lines) + "\n").encode() if lines else None
 
 
+def _folder_files(entry: Path, config: SubmitConfig) -> list[Path]:
+    """Every file in an uploaded folder, sorted; what cannot be uploaded is an error, not skipped.
+
+    A symlink inside the folder is followed only when it names a regular file inside the
+    folder (its bytes are copied); one leading out of it (a private key "uploaded" as
+    README.md), a symlinked folder, a dangling link and a special file (fifo, socket, device)
+    are refused with their path (issue 14.5). The entry itself may be a symlink: the user
+    named it.
+    """
+    root = entry.resolve()
+    files: list[Path] = []
+
+    def refuse(path: Path, why: str) -> ConfigError:
+        return ConfigError(
+            f"cannot upload {path}: {why}", source=str(config.source), field="driver.upload"
+        )
+
+    for folder, dirnames, filenames in os.walk(entry, onerror=None, followlinks=False):
+        here = Path(folder)
+        for name in sorted(dirnames):
+            if (here / name).is_symlink():
+                raise refuse(here / name, "a symlinked folder is not followed; upload its target")
+        for name in filenames:
+            path = here / name
+            if path.is_symlink():
+                try:
+                    target = path.resolve(strict=True)
+                except (OSError, RuntimeError):
+                    raise refuse(path, "a dangling or looping symlink") from None
+                if not target.is_relative_to(root):
+                    raise refuse(path, f"a symlink out of the uploaded folder (to {target})")
+            if not path.is_file():
+                raise refuse(path, "not a regular file")
+            files.append(path)
+    return sorted(files)
+
+
 def read_uploads(config: SubmitConfig, *, max_bytes: int) -> list[BundleFile]:
     """The ``driver.upload`` entries as files under ``files/`` (folders recursively)."""
     out: list[BundleFile] = []
     total = 0
     for entry in config.driver.upload:
-        paths = sorted(p for p in entry.rglob("*") if p.is_file()) if entry.is_dir() else [entry]
+        paths = _folder_files(entry, config) if entry.is_dir() else [entry]
         for path in paths:
             rel = path.name if path == entry else f"{entry.name}/{path.relative_to(entry)}"
             try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from remote_chain.config import (
     load_submit_config,
 )
 from remote_chain.errors import ConfigError
+from remote_chain.plan import read_uploads
 from remote_chain.script import JobSpec, render_job_script
 
 RESERVED = [
@@ -119,3 +122,54 @@ def test_the_prologue_constants_come_after_the_user_exports() -> None:
     )
     script = render_job_script(spec)
     assert script.index("export RC_MAX_RETRIES=999") < script.index("RC_MAX_RETRIES=0")
+
+
+def _upload_config(tmp_path: Path) -> Path:
+    return _submit(tmp_path, "  upload: [proj]\n")
+
+
+def _uploaded(tmp_path: Path) -> dict[str, bytes]:
+    config = load_submit_config(_upload_config(tmp_path), environ={})
+    return {f.path: f.data for f in read_uploads(config, max_bytes=1 << 20)}
+
+
+@pytest.fixture
+def proj(tmp_path: Path) -> Path:
+    folder = tmp_path / "proj"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "main.py").write_text("print(1)\n")
+    (folder / "sub" / "data.txt").write_text("data\n")
+    return folder
+
+
+def test_a_symlink_to_a_file_inside_the_folder_is_copied(tmp_path: Path, proj: Path) -> None:
+    """A link to a file in the uploaded folder uploads that file's bytes under the link's name."""
+    (proj / "alias.py").symlink_to("main.py")
+    files = _uploaded(tmp_path)
+    assert files["files/proj/alias.py"] == b"print(1)\n"
+    assert files["files/proj/sub/data.txt"] == b"data\n"
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda p, secret: (p / "README.md").symlink_to(secret), "out of the uploaded folder"),
+        (lambda p, secret: (p / "up").symlink_to("../secret_key"), "out of the uploaded folder"),
+        (lambda p, secret: (p / "dir").symlink_to(p / "sub"), "symlinked folder"),
+        (lambda p, secret: (p / "dir").symlink_to(secret.parent), "symlinked folder"),
+        (lambda p, secret: (p / "gone").symlink_to(p / "nothing"), "dangling"),
+        (lambda p, secret: os.mkfifo(p / "sub" / "pipe"), "not a regular file"),
+    ],
+    ids=["file-out", "relative-out", "folder-in", "folder-out", "dangling", "fifo"],
+)
+def test_what_cannot_be_uploaded_is_refused_with_its_path(
+    tmp_path: Path, proj: Path, make: Callable[[Path, Path], object], why: str
+) -> None:
+    """Nothing leaves through a symlink and nothing is skipped silently (issue 14.5)."""
+    secret = tmp_path / "secret_key"
+    secret.write_text("PRIVATE KEY\n")
+    make(proj, secret)
+    with pytest.raises(ConfigError, match=why) as info:
+        _uploaded(tmp_path)
+    assert str(proj) in str(info.value)
+    assert info.value.field == "driver.upload"
