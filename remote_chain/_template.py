@@ -6,6 +6,8 @@ import functools
 from collections.abc import Mapping
 from importlib import resources
 
+from remote_chain.guard import GUARD_PLACEHOLDER, UNSAFE_EXIT, trusted_bench_files
+
 
 @functools.cache
 def _read(name: str) -> str:
@@ -18,6 +20,12 @@ def render_template(name: str, subs: Mapping[str, str]) -> str:
     while lines and lines[0].startswith("#"):
         lines.pop(0)
     text = "\n".join(lines).strip("\n")
+    if GUARD_PLACEHOLDER in text:  # the shared ownership check (guard.py)
+        guard = render_template(
+            "guard.bash",
+            {"__UNSAFE_EXIT__": str(UNSAFE_EXIT), "__TRUSTED__": " ".join(trusted_bench_files())},
+        )
+        text = text.replace(GUARD_PLACEHOLDER, guard)
     for key, value in subs.items():
         text = text.replace(key, value)
     return text

@@ -148,6 +148,7 @@ def _head(bundle: ClusterBundle, mode: str) -> list[str]:
         f"RC_PARENT={shlex.quote(parent)}",
         f"RC_EXECUTOR={shlex.quote(bundle.executor)}",
         "RC_BENCHMARKS=(" + " ".join(shlex.quote(c.benchmark) for c in bundle.chains) + ")",
+        "RC_JOB_NAMES=(" + " ".join(shlex.quote(c.job_name) for c in bundle.chains) + ")",
         f"RC_RECORD_HEAD={shlex.quote(_record_head(bundle))}",
         "RC_RECORD_PREFIX=("
         + " ".join(shlex.quote(_record_prefix(bundle, c)) for c in bundle.chains)

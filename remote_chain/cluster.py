@@ -55,8 +55,10 @@ from remote_chain.errors import (
     RefusedError,
     RemoteChainError,
     RemoteError,
+    StateError,
     SubmitError,
 )
+from remote_chain.guard import UNSAFE_EXIT
 from remote_chain.limits import fit_problems, parse_submit_limits
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
 from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT
@@ -224,6 +226,11 @@ class ClusterSession:
             if exc.transient:
                 await self.reconnect()
             raise
+        if result.exit_status == UNSAFE_EXIT:
+            # The ownership guard stopped the script before it trusted anything (guard.py).
+            lines = [line for line in result.stderr.splitlines() if line.strip()]
+            reason = lines[-1] if lines else "remote-chain refused: an unsafe run folder"
+            raise StateError(reason, path=f"{what} on cluster {self.name}")
         if result.exit_status != 0:
             raise CommandFailedError(
                 f"{what} failed",

@@ -31,10 +31,17 @@ printf 'sbatch %s\\n' "$*" >> "$STUB_DIR/calls"
 case "$*" in
   *bad/job.sh*) echo "sbatch: error: invalid partition specified: nope" >&2; exit 1;;
 esac
+# What Slurm would show for the job: its id and name (<run_id>:<benchmark> from the path).
+job=${*: -1}; bench_dir=${job%/job.sh}; cluster_dir=${bench_dir%/*}; run_dir=${cluster_dir%/*}
+echo "$n|${run_dir##*/}:${bench_dir##*/}" >> "$STUB_DIR/jobs"
 echo "$n"
 """
 QUERY = """#!/bin/bash
 printf '%s %s\\n' "$(basename "$0")" "$*" >> "$STUB_DIR/calls"
+# submit's confirmation of its job ids: what sbatch really queued.
+if [[ $* == *'%i|%j'* || $* == *JobIDRaw,JobName* ]]; then
+  cat "$STUB_DIR/jobs" 2>/dev/null; exit 0
+fi
 cat "$STUB_DIR/$(basename "$0").out" 2>/dev/null
 """
 
@@ -95,7 +102,8 @@ def test_submit_unpacks_submits_and_records(tmp_path: Path, stubs: Path) -> None
         ("a", ids["a"], None),
         ("b", ids["b"], None),
     ]
-    assert sorted((stubs / "calls").read_text().splitlines()) == [
+    calls = sorted((stubs / "calls").read_text().splitlines())
+    assert calls[:4] == [
         f"sbatch --parsable {run_dir}/a/job.sh",
         f"sbatch --parsable {run_dir}/b/job.sh",
         # The user's job limits from slurmctld's cache (limits.py), and the queue.
@@ -103,6 +111,10 @@ def test_submit_unpacks_submits_and_records(tmp_path: Path, stubs: Path) -> None
         "squeue --noheader --me --format=%i",
     ]
     assert "LIMITS\t" in out
+    # And one squeue confirms both ids (any order) before they are reported (issue 14.4).
+    assert len(calls) == 5
+    assert calls[4].startswith("squeue --noheader --states=all --jobs=")
+    assert calls[4].endswith(" --format=%i|%j")
 
 
 def test_second_submit_of_the_same_run_reports_the_first(tmp_path: Path, stubs: Path) -> None:
@@ -165,3 +177,22 @@ def test_status_is_one_sacct_and_one_squeue_for_all_chains(tmp_path: Path, stubs
     assert snap.squeue["102"].state.value == "RUNNING"  # type: ignore[index]
     first = {c.benchmark: c.files["first"].content.strip() for c in snap.runs[0].chains}
     assert sorted(first.values()) == [str(i) for i in range(101, 131)]
+
+
+LYING_SBATCH = """#!/bin/bash
+echo 31337
+"""
+
+
+def test_a_job_id_slurm_does_not_know_is_not_reported(tmp_path: Path, stubs: Path) -> None:
+    """An sbatch that answers an id without queuing anything (a lying shell) is a failure."""
+    (stubs / "sbatch").write_text(LYING_SBATCH)
+    b = bundle(tmp_path)
+    answer = parse_submit_output(run(render_submit_script(b), stubs))
+    assert [s.job_id for s in answer.submitted] == [None, None]
+    for sub in answer.submitted:
+        assert sub.error is not None
+        assert "Slurm shows no job 31337" in sub.error
+    record = json.loads((Path(b.run_dir) / RECORD_FILE).read_text())
+    assert [c["first_job_id"] for c in record["chains"]] == [None, None]
+    assert not (Path(b.run_dir) / "a" / FIRST_JOB_FILE).exists()

@@ -2,16 +2,23 @@
 # RC_* variables. Order matters: the marker first (every later prologue honours it), then
 # pending jobs (so none of them can start when a running link dies), then running ones, and
 # the queue is re-read until nothing of the chain is left (bounded).
-[[ -d $RC_RUN_DIR ]] || { printf 'NORUN\n'; printf 'DONE\n'; exit 0; }
+__GUARD__
+[[ -d $RC_RUN_DIR || -L $RC_RUN_DIR ]] || { printf 'NORUN\n'; printf 'DONE\n'; exit 0; }
+rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR"
 names=() benches=()
 if (( ${#RC_BENCHES[@]} == 0 )); then  # no benchmark named: every chain of the run
   for job in "$RC_RUN_DIR"/*/job.sh; do [[ -e $job ]] && RC_BENCHES+=("$(basename "$(dirname "$job")")"); done
   printf 'BENCHES\t%s\n' "${RC_BENCHES[*]}"
 fi
+rc_guard_bench "${RC_BENCHES[@]/#/$RC_RUN_DIR/}"
 for bench in "${RC_BENCHES[@]}"; do
   b="$RC_RUN_DIR/$bench"
   if [[ ! -d $b ]]; then printf 'NOBENCH\t%s\n' "$bench"; continue; fi
-  if ! : > "$b/__CANCEL__"; then printf 'NOMARK\t%s\n' "$bench"; fi
+  # noclobber creates the marker with O_EXCL: an existing one (ours, guarded above) stays, and
+  # a symlink planted since is refused, never written through (issue 14.1).
+  if [[ ! -f $b/__CANCEL__ || -L $b/__CANCEL__ ]] && ! (set -C; : > "$b/__CANCEL__") 2>/dev/null; then
+    printf 'NOMARK\t%s\n' "$bench"
+  fi
   benches+=("$bench"); names+=("$RC_RUN_ID:$bench")
 done
 (( ${#names[@]} )) || { printf 'DONE\n'; exit 0; }
@@ -29,7 +36,7 @@ if [[ $RC_EXECUTOR == shell ]]; then
 fi
 namelist=$(IFS=,; echo "${names[*]}")
 for (( round = 0; round < __ROUNDS__; round++ )); do
-  q=$(squeue --noheader --me --format='%i|%T|%Z|%j' --name="$namelist" 2>&1) || { printf 'SQUEUE_FAILED\t%s\n' "$(printf '%s' "$q" | base64 | tr -d '\n')"; sleep 1; continue; }
+  q=$(command squeue --noheader --me --format='%i|%T|%Z|%j' --name="$namelist" 2>&1) || { printf 'SQUEUE_FAILED\t%s\n' "$(printf '%s' "$q" | base64 | tr -d '\n')"; sleep 1; continue; }
   pending=() running=()
   while IFS='|' read -r id state wd name; do
     [[ $id =~ ^[0-9_+]+$ ]] || continue
@@ -43,8 +50,8 @@ for (( round = 0; round < __ROUNDS__; round++ )); do
     esac
   done <<< "$q"
   (( ${#pending[@]} + ${#running[@]} )) || { printf 'DONE\n'; exit 0; }
-  if (( ${#pending[@]} )); then scancel "${pending[@]}" 2>/dev/null; fi
-  if (( ${#running[@]} )); then scancel "${running[@]}" 2>/dev/null; fi
+  if (( ${#pending[@]} )); then command scancel "${pending[@]}" 2>/dev/null; fi
+  if (( ${#running[@]} )); then command scancel "${running[@]}" 2>/dev/null; fi
   for id in "${pending[@]}" "${running[@]}"; do printf 'SCANCEL\t%s\n' "$id"; done
   sleep 1
 done

@@ -19,7 +19,7 @@ if [[ $RC_EXECUTOR == slurm ]]; then
     rc_check accounting fail "$out"
   fi
   if [[ -n $RC_PARTITION ]]; then
-    if out=$(scontrol show partition "$RC_PARTITION" 2>&1); then
+    if out=$(command scontrol show partition "$RC_PARTITION" 2>&1); then
       rc_check partition ok "$RC_PARTITION exists"
     else
       rc_check partition fail "$out"

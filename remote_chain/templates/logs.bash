@@ -1,15 +1,19 @@
 # The single remote exec of `logs` (see actions.py): which job's log, then its bytes from an
 # offset (so --follow re-reads only what is new).
+__GUARD__
 b="$RC_RUN_DIR/$RC_BENCH"
+rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR"
+rc_guard_bench "$b"
 [[ -d $b ]] || { printf 'NOBENCH\n'; exit 0; }
 job=$RC_JOB
 if [[ -z $job && -r $b/__CHAIN__ ]]; then job=$(tail -n 1 "$b/__CHAIN__"); fi
 if [[ -z $job && -r $b/__FIRST__ ]]; then job=$(head -n 1 "$b/__FIRST__"); fi
 [[ $job =~ ^[0-9_+]+$ ]] || { printf 'NOJOB\n'; exit 0; }
 log="$b/logs/$job.log"
+rc_guard "$log"
 live=0
 if [[ $RC_EXECUTOR == slurm ]]; then
-  [[ -n $(squeue --noheader --format=%i --jobs "$job" 2>/dev/null) ]] && live=1
+  [[ -n $(command squeue --noheader --format=%i --jobs "$job" 2>/dev/null) ]] && live=1
 else
   kill -0 "$job" 2>/dev/null && live=1
 fi

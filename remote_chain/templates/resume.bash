@@ -3,6 +3,12 @@
 # the chain is still queued or its state files changed since the client read them: count the
 # walltime not yet counted, write the new caps into job.sh (atomically, mode kept), then queue
 # job.sh again in the same folder with no predecessor.
+__GUARD__
+# The job.sh resubmitted here runs as the user, and the record, job.sh and state files are
+# rewritten: all of them, their folders and the run's folders must be the user's own and
+# writable by nobody else (issue 14.1).
+rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR" "$RC_RUN_DIR/__RECORD__"
+rc_guard_bench "${RC_BENCHES[@]/#/$RC_RUN_DIR/}"
 rc_b64() { printf '%s' "$1" | base64 | tr -d '\n'; }
 rc_fail() { printf 'FAILED\t%s\t%s\n' "$1" "$(rc_b64 "$2")"; }
 # Write a file atomically (tmp + rename) keeping the mode of the file it replaces.
@@ -26,7 +32,7 @@ fi
 for i in "${!RC_BENCHES[@]}"; do
   bench=${RC_BENCHES[$i]} b="$RC_RUN_DIR/${RC_BENCHES[$i]}"
   if [[ ! -f $b/job.sh ]]; then printf 'NOBENCH\t%s\n' "$bench"; continue; fi
-  live=$(squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { rc_fail "$bench" "$live"; continue; }
+  live=$(command squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { rc_fail "$bench" "$live"; continue; }
   live=$(printf '%s\n' "$live" | awk -v d="$b" '$2 == d {print $1}')  # not a twin chain's
   if [[ -n $live ]]; then printf 'LIVE\t%s\t%s\n' "$bench" "$(printf '%s' "$live" | tr '\n' ' ')"; continue; fi
   if [[ ${RC_STEP[$i]} == caps ]]; then
@@ -42,7 +48,7 @@ for i in "${!RC_BENCHES[@]}"; do
       printf '%s %s __COUNTED__ %s\n' "$(date +%s)" "${counted%%:*}" "${counted#*:}" >> "$b/__EVENTS__"
     done
   fi
-  out=$(sbatch --parsable "$b/job.sh" 2>&1)
+  out=$(command sbatch --parsable "$b/job.sh" 2>&1)
   id=$(printf '%s\n' "$out" | grep -E '^[0-9]+(;.*)?$' | tail -n 1); id=${id%%;*}
   if [[ -n $id ]]; then
     printf '%s %s resumed_by_user %s\n' "$(date +%s)" "$id" "$(id -un)" >> "$b/__EVENTS__"

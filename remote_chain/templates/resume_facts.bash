@@ -1,6 +1,10 @@
 # The read exec of `resume` (see resumecaps.py): per benchmark, the caps in its job.sh, its
 # state files, and every accounting row (`sacct --duplicates`: each run of a requeued job) of
 # the jobs its chain file names. Read only; the decision is the client's (resumecaps.plan).
+__GUARD__
+# Nothing of the run is read before it is known to be the user's own (issue 14.1).
+rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR" "$RC_RUN_DIR/__RECORD__" "$RC_RUN_DIR/__SINCE__"
+rc_guard_bench "${RC_BENCHES[@]/#/$RC_RUN_DIR/}"
 rc_b64() { base64 < "$1" 2>/dev/null | tr -d '\n'; }
 rc_sum() { cksum < "$1" 2>/dev/null | tr ' ' '-'; }
 printf 'RECORD\t%s\t%s\n' "$(rc_b64 "$RC_RUN_DIR/__RECORD__")" "$(rc_sum "$RC_RUN_DIR/__RECORD__")"

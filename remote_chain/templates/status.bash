@@ -1,5 +1,6 @@
 # The single remote exec of `status` (see snapshot.py). Not standalone: snapshot.py prepends
 # the RC_* arrays and substitutes the __NAMES__.
+__GUARD__
 rc_b64() { base64 < "$1" 2>/dev/null | tr -d '\n'; }
 # One status exec costs O(1) processes, not O(chains): a file is read by bash itself and
 # escaped with parameter expansions (\\ \t \n), so 200 chains do not fork 200 x 6 x 3 times
@@ -24,7 +25,9 @@ rc_file() {  # kind bench path
 ids=() names=() starts=()
 for RC_I in "${!RC_RUN_DIRS[@]}"; do
   dir=${RC_RUN_DIRS[$RC_I]}
-  if [[ ! -d $dir ]]; then printf 'RUN\t%s\t0\n' "$RC_I"; continue; fi
+  if [[ ! -d $dir && ! -L $dir ]]; then printf 'RUN\t%s\t0\n' "$RC_I"; continue; fi
+  # Nothing of a run is read before the run is known to be ours (issue 14.1).
+  rc_guard "${dir%/*}" "$dir" "$dir/__RECORD__" "$dir/__SINCE__"
   printf 'RUN\t%s\t1\t%s\t%s\n' "$RC_I" "$(rc_b64 "$dir/__RECORD__")" "$(rc_b64 "$dir/__SINCE__")"
   [[ -r $dir/__SINCE__ ]] && starts+=("$(head -c 40 "$dir/__SINCE__")")
   read -r -a wanted <<< "${RC_BENCHES[$RC_I]}"
@@ -35,6 +38,8 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
       if [[ -e $d/job.sh || ! -r $d || ! -x $d ]]; then wanted+=("${d##*/}"); fi
     done
   fi
+  # One stat for every benchmark folder and file read below.
+  rc_guard_bench "${wanted[@]/#/$dir/}"
   for bench in "${wanted[@]}"; do
     b="$dir/$bench"
     if [[ ! -d $b ]]; then printf 'NOBENCH\t%s\t%s\n' "$RC_I" "$bench"; continue; fi
@@ -57,12 +62,12 @@ done
 if [[ $RC_EXECUTOR == slurm ]]; then
   if (( ${#ids[@]} )); then
     start=$(printf '%s\n' "${starts[@]}" | sort | head -n 1)
-    out=$(sacct -X --parsable2 --noheader --format=__SACCT_FIELDS__ --starttime "${start:-now-30days}" \
+    out=$(command sacct -X --parsable2 --noheader --format=__SACCT_FIELDS__ --starttime "${start:-now-30days}" \
       --endtime now --jobs "$(IFS=,; echo "${ids[*]}")" 2>&1); rc=$?
     printf 'SACCT\t%s\t%s\n' "$rc" "$(printf '%s' "$out" | base64 | tr -d '\n')"
   fi
   if (( ${#names[@]} )); then
-    out=$(squeue --noheader --me --format='__SQUEUE_FORMAT__' --name="$(IFS=,; echo "${names[*]}")" 2>&1); rc=$?
+    out=$(command squeue --noheader --me --format='__SQUEUE_FORMAT__' --name="$(IFS=,; echo "${names[*]}")" 2>&1); rc=$?
     printf 'SQUEUE\t%s\t%s\n' "$rc" "$(printf '%s' "$out" | base64 | tr -d '\n')"
   fi
 fi

@@ -3,10 +3,14 @@
 rc_fail() { printf 'ERROR\t%s\n' "$(printf '%s' "$1" | base64 | tr -d '\n')"; exit 0; }
 # The profile's workdir is unusable here: a config problem, told apart from other failures.
 rc_workdir() { printf 'WORKDIR\t%s\n' "$(printf '%s' "$1" | base64 | tr -d '\n')"; exit 0; }
+__GUARD__
 rc_existing() {
   local i=0
+  # Adopt only a run of our own: a folder someone else made is an error, never "existing".
+  rc_guard "$RC_PARENT" "$RC_RUN_DIR"
   while [[ ! -f $RC_RUN_DIR/__RECORD__ ]] && (( i < __WAIT__ * 2 )); do sleep 0.5; i=$((i + 1)); done
   if [[ -f $RC_RUN_DIR/__RECORD__ ]]; then
+    rc_guard "$RC_RUN_DIR/__RECORD__"
     printf 'EXISTS\t%s\n' "$(base64 < "$RC_RUN_DIR/__RECORD__" | tr -d '\n')"
   else
     printf 'EXISTS\t\n'
@@ -16,6 +20,8 @@ rc_existing() {
 umask 077
 err=$(mkdir -p -- "$RC_PARENT" 2>&1) || rc_workdir "cannot create $RC_PARENT: $err"
 [[ -w $RC_PARENT ]] || rc_workdir "workdir not writable: $RC_PARENT"
+# <workdir>/<run_id> is shared by the run's clusters: it must be ours before we go in.
+rc_guard "$RC_PARENT"
 if [[ $RC_MODE == lookup ]]; then
   [[ -d $RC_RUN_DIR ]] && rc_existing
   printf 'ABSENT\n'; exit 0
@@ -46,7 +52,7 @@ rc_start_one() {  # bench: leaves what the scheduler said in $bench/__SBATCH_OUT
       </dev/null >/dev/null 2>&1 &
      echo $!) > "$bench/__SBATCH_OUT__" 2>&1
   else
-    sbatch --parsable "$RC_RUN_DIR/$bench/job.sh" > "$bench/__SBATCH_OUT__" 2>&1
+    command sbatch --parsable "$RC_RUN_DIR/$bench/job.sh" > "$bench/__SBATCH_OUT__" 2>&1
   fi
 }
 rc_collect_one() {
@@ -55,9 +61,7 @@ rc_collect_one() {
   # The last line that is a job id ("id" or "id;cluster") wins, as with grep | tail -n 1.
   while IFS= read -r line; do [[ $line =~ ^([0-9]+)(;.*)?$ ]] && id=${BASH_REMATCH[1]}; done <<< "$out"
   if [[ -n $id ]]; then
-    printf '%s\n' "$id" > "$bench/__FIRST__"
-    printf 'SUBMITTED\t%s\t%s\n' "$bench" "$id" >> __LOG__
-    rc_ids[$bench]=$id
+    rc_ids[$bench]=$id  # reported below, once Slurm confirms it
   else
     printf 'FAILED\t%s\t%s\n' "$bench" "$(printf '%s' "$out" | base64 | tr -d '\n')" >> __LOG__
     # For the JSON record: no quote or backslash, control characters as spaces, 500 at most.
@@ -78,6 +82,37 @@ for bench in "${RC_BENCHMARKS[@]}"; do
 done
 wait
 for bench in "${RC_BENCHMARKS[@]}"; do rc_collect_one "$bench"; done
+# A job id is reported only once Slurm itself shows it under the chain's name: an sbatch that
+# is a shell function of the login files (`sbatch(){ echo 31337; }`) queued nothing (14.4).
+# squeue first (it keeps finished jobs for MinJobAge), then sacct for what it no longer shows.
+if [[ $RC_EXECUTOR != shell && ${#rc_ids[@]} -gt 0 ]]; then
+  declare -A rc_seen=()
+  rc_idlist=$(IFS=,; echo "${rc_ids[*]}")
+  while IFS='|' read -r id name; do rc_seen[$id]=$name; done \
+    < <(command squeue --noheader --states=all --jobs="$rc_idlist" --format='%i|%j' 2>/dev/null)
+  rc_missing=()
+  for id in "${rc_ids[@]}"; do [[ -n ${rc_seen[$id]:-} ]] || rc_missing+=("$id"); done
+  if (( ${#rc_missing[@]} )); then
+    while IFS='|' read -r id name; do rc_seen[$id]=$name; done \
+      < <(command sacct -X --noheader --parsable2 --jobs="$(IFS=,; echo "${rc_missing[*]}")" \
+            --format=JobIDRaw,JobName 2>/dev/null)
+  fi
+  for i in "${!RC_BENCHMARKS[@]}"; do
+    bench=${RC_BENCHMARKS[$i]} id=${rc_ids[${RC_BENCHMARKS[$i]}]:-}
+    [[ -n $id ]] || continue
+    if [[ ${rc_seen[$id]:-} != "${RC_JOB_NAMES[$i]}" ]]; then
+      err="sbatch answered job $id, but Slurm shows no job $id named ${RC_JOB_NAMES[$i]} (is sbatch a shell function or alias in your login files?)"
+      unset "rc_ids[$bench]"; rc_errs[$bench]=$err
+      printf 'FAILED\t%s\t%s\n' "$bench" "$(printf '%s' "$err" | base64 | tr -d '\n')" >> __LOG__
+    fi
+  done
+fi
+for bench in "${RC_BENCHMARKS[@]}"; do
+  id=${rc_ids[$bench]:-}
+  [[ -n $id ]] || continue
+  printf '%s\n' "$id" > "$bench/__FIRST__"
+  printf 'SUBMITTED\t%s\t%s\n' "$bench" "$id" >> __LOG__
+done
 # The record: static parts rendered by the client, job ids and errors filled in here.
 {
   printf '%s' "$RC_RECORD_HEAD"
@@ -97,6 +132,6 @@ cat __LOG__
 if [[ $RC_EXECUTOR == slurm ]]; then
   u=$(id -un)
   printf 'LIMITS\t%s\t%s\t%s\n' "$(timeout 5 scontrol -o show assoc_mgr users="$u" flags=assoc,qos 2>/dev/null | base64 | tr -d '\n')" \
-    "$(squeue --noheader --me --format=%i 2>/dev/null | grep -c .)" "$u"
+    "$(command squeue --noheader --me --format=%i 2>/dev/null | grep -c .)" "$u"
 fi
 printf 'DONE\n'

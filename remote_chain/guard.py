@@ -1,0 +1,39 @@
+"""PURE: the ownership guard every remote script runs before it trusts a folder or file.
+
+The bash lives in ``templates/guard.bash`` (one function, ``rc_guard``); templates include it
+with the ``__GUARD__`` placeholder, which ``_template.render_template`` fills in. A script the
+guard stops exits with ``UNSAFE_EXIT`` and says why on stderr (issue 14.1).
+"""
+
+from __future__ import annotations
+
+# A status no other part of our scripts uses (sysexits' EX_NOPERM is 77 too).
+UNSAFE_EXIT = 77
+GUARD_PLACEHOLDER = "__GUARD__"
+
+
+def trusted_bench_files() -> tuple[str, ...]:
+    """Every name in a benchmark folder that remote-chain reads, runs or writes."""
+    # Imported here: script.py and bundle.py render templates, which include the guard.
+    from remote_chain.bundle import FIRST_JOB_FILE, SBATCH_OUT  # noqa: PLC0415
+    from remote_chain.script import (  # noqa: PLC0415
+        CANCEL_MARKER,
+        CHAIN_FILE,
+        EVENTS_FILE,
+        RETRIES_FILE,
+        SECRETS_FILE,
+        WALLTIME_FILE,
+    )
+
+    return (
+        "job.sh",
+        "logs",
+        CHAIN_FILE,
+        WALLTIME_FILE,
+        RETRIES_FILE,
+        EVENTS_FILE,
+        CANCEL_MARKER,
+        SECRETS_FILE,
+        FIRST_JOB_FILE,
+        SBATCH_OUT,
+    )

@@ -1,0 +1,41 @@
+# rc_guard: the one ownership check of every folder and file remote-chain trusts (issue 14.1).
+# Shared by the client's remote scripts through __GUARD__ (_template.py); written to stand
+# alone, so a job's prologue can include it too. Needs bash and GNU stat only.
+#
+# rc_guard PATH...: each PATH that exists must be a folder or a regular file -- never a
+# symlink, whatever it points to -- owned by the user running us and not writable by group or
+# others. Otherwise the reason, naming the path and its owner, goes to stderr and the script
+# exits with __UNSAFE_EXIT__, which the client reports as an error (never as "existing" or as
+# a state). Missing paths are skipped: the caller decides what a missing file means. One stat
+# for all paths (status guards 200 chains without 200 forks); `command` so that a shell
+# function or alias of the user's login files cannot answer for stat.
+rc_guard() {
+  (( $# )) || return 0
+  local uid raw user path kind
+  while IFS=' ' read -r uid raw user path; do
+    kind=$(( 16#$raw & 8#170000 ))
+    if (( kind == 8#120000 )); then
+      rc_unsafe "$path is a symlink (owned by $user); remote-chain never follows one here"
+    elif (( kind != 8#040000 && kind != 8#100000 )); then
+      rc_unsafe "$path is not a regular file or folder (owned by $user)"
+    elif (( uid != EUID )); then
+      rc_unsafe "$path is owned by $user, not by you: another user created it; remote-chain uses only folders and files of your own"
+    elif (( 16#$raw & 8#022 )); then
+      rc_unsafe "$path is writable by group or others (mode $(printf '%o' $(( 16#$raw & 8#7777 ))), owned by $user): anyone who can write it can run code as you"
+    fi
+  done < <(command stat -c '%u %f %U %n' -- "$@" 2>/dev/null)
+}
+# rc_guard_bench DIR...: each benchmark folder and every file in it that remote-chain trusts
+# (job.sh, the state and marker files, the log folder), in one rc_guard.
+rc_guard_bench() {
+  local paths=() d f
+  for d in "$@"; do
+    paths+=("$d")
+    for f in __TRUSTED__; do paths+=("$d/$f"); done
+  done
+  rc_guard "${paths[@]}"
+}
+rc_unsafe() {
+  printf 'remote-chain refused: %s\n' "$1" >&2
+  exit __UNSAFE_EXIT__
+}

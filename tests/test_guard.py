@@ -1,0 +1,200 @@
+"""The ownership guard of the client's remote scripts, run by local bash with stub Slurm.
+
+Every case plants what a neighbour on a shared login node could (issue 14.1): the script
+must stop with ``UNSAFE_EXIT`` before it reads, writes or runs anything, naming the path.
+Cases that need a second user (a folder owned by someone else) run against the dev cluster
+in tests/faults/test_neighbour.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_bundle import QUERY, SBATCH, bundle, run
+
+from remote_chain.actions import render_cancel_script, render_logs_script, render_resume_script
+from remote_chain.bundle import RECORD_FILE, render_lookup_script, render_submit_script
+from remote_chain.guard import UNSAFE_EXIT
+from remote_chain.remote.markers import unwrap, wrap
+from remote_chain.script import CANCEL_MARKER, CHAIN_FILE
+from remote_chain.snapshot import Target, render_status_script
+
+
+def run_status(script: str, stub_dir: Path) -> tuple[int, str, str]:
+    """(exit status, payload, stderr) of a wrapped script run by local bash."""
+    wrapped, nonce = wrap(script)
+    env = {**os.environ, "PATH": f"{stub_dir}:{os.environ['PATH']}", "STUB_DIR": str(stub_dir)}
+    proc = subprocess.run(
+        ["bash", "-s"], input=wrapped, env=env, capture_output=True, text=True, timeout=60
+    )
+    payload, status, _ = unwrap(proc.stdout, nonce)
+    return status, payload, proc.stderr
+
+
+@pytest.fixture
+def stubs(tmp_path: Path) -> Path:
+    """sbatch, sacct and squeue stubs that log their calls (as in test_bundle)."""
+    d = tmp_path / "stubs"
+    d.mkdir()
+    (d / "sbatch").write_text(SBATCH)
+    for name in ("sacct", "squeue", "scancel"):
+        (d / name).write_text(QUERY)
+    for f in d.iterdir():
+        f.chmod(0o755)
+    return d
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, stubs: Path) -> Path:
+    """A run submitted by us, with two benchmarks a and b."""
+    b = bundle(tmp_path)
+    run(render_submit_script(b), stubs)
+    (stubs / "calls").unlink()
+    return Path(b.run_dir)
+
+
+def _scripts(run_dir: Path) -> dict[str, str]:
+    cluster = run_dir.parent.name
+    del cluster
+    return {
+        "status": render_status_script([Target("rc-1", str(run_dir))]),
+        "cancel": render_cancel_script("rc-1", str(run_dir), ["a", "b"]),
+        "resume": render_resume_script("rc-1", str(run_dir), ["a", "b"]),
+        "logs": render_logs_script(str(run_dir), "a", job_id=None, offset=0, executor="slurm"),
+    }
+
+
+def _group_writable(run_dir: Path, victim: Path) -> Path:
+    path = run_dir / "a"
+    path.chmod(0o770)
+    return path
+
+
+def _other_writable_job(run_dir: Path, victim: Path) -> Path:
+    path = run_dir / "a" / "job.sh"
+    path.chmod(0o757)
+    return path
+
+
+def _symlinked_chain(run_dir: Path, victim: Path) -> Path:
+    path = run_dir / "a" / CHAIN_FILE
+    path.symlink_to(victim)
+    return path
+
+
+def _symlinked_marker(run_dir: Path, victim: Path) -> Path:
+    path = run_dir / "a" / CANCEL_MARKER
+    path.symlink_to(victim)
+    return path
+
+
+def _symlinked_bench(run_dir: Path, victim: Path) -> Path:
+    real = run_dir.parent / "elsewhere"
+    (run_dir / "a").rename(real)
+    (run_dir / "a").symlink_to(real)
+    return run_dir / "a"
+
+
+def _group_writable_run(run_dir: Path, victim: Path) -> Path:
+    run_dir.chmod(0o775)
+    return run_dir
+
+
+def _group_writable_parent(run_dir: Path, victim: Path) -> Path:
+    run_dir.parent.chmod(0o770)
+    return run_dir.parent
+
+
+PLANTS: dict[str, Callable[[Path, Path], Path]] = {
+    "group-writable-bench": _group_writable,
+    "other-writable-job": _other_writable_job,
+    "symlinked-chain-file": _symlinked_chain,
+    "symlinked-cancel-marker": _symlinked_marker,
+    "symlinked-bench-folder": _symlinked_bench,
+    "group-writable-run": _group_writable_run,
+    "group-writable-run-parent": _group_writable_parent,
+}
+
+
+CASES = [
+    (plant, command)
+    for plant in sorted(PLANTS)
+    for command in ("status", "cancel", "resume", "logs")
+]
+
+
+@pytest.mark.parametrize(("plant", "command"), CASES)
+def test_a_planted_folder_or_file_stops_every_script(
+    run_dir: Path,
+    stubs: Path,
+    tmp_path: Path,
+    plant: str,
+    command: str,
+) -> None:
+    """Each script refuses with the path named, calls no Slurm command, changes nothing."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the victim's data\n")
+    path = PLANTS[plant](run_dir, victim)
+    status, payload, stderr = run_status(_scripts(run_dir)[command], stubs)
+    assert status == UNSAFE_EXIT, (payload, stderr)
+    assert f"remote-chain refused: {path}" in stderr
+    assert not (stubs / "calls").exists()  # no sbatch, squeue, scancel or sacct
+    assert victim.read_text() == "the victim's data\n"
+
+
+@pytest.mark.parametrize("mode", ["submit", "lookup"])
+def test_an_existing_run_is_adopted_only_when_it_is_safe(
+    tmp_path: Path,
+    stubs: Path,
+    mode: str,
+) -> None:
+    """A group-writable run folder is an error, never "existing"; nothing is submitted."""
+    b = bundle(tmp_path)
+    run(render_submit_script(b), stubs)
+    (stubs / "calls").unlink()
+    Path(b.run_dir).chmod(0o777)
+    render = render_submit_script if mode == "submit" else render_lookup_script
+    status, payload, stderr = run_status(render(b), stubs)
+    assert status == UNSAFE_EXIT
+    assert "EXISTS" not in payload
+    assert f"{b.run_dir} is writable by group or others" in stderr
+    assert not (stubs / "calls").exists()
+
+
+def test_a_symlinked_record_is_refused(tmp_path: Path, stubs: Path) -> None:
+    """The run record is read only when it is a regular file of ours."""
+    b = bundle(tmp_path)
+    run(render_submit_script(b), stubs)
+    record = Path(b.run_dir) / RECORD_FILE
+    forged = tmp_path / "forged.json"
+    forged.write_text(record.read_text())
+    record.unlink()
+    record.symlink_to(forged)
+    status, _, stderr = run_status(render_lookup_script(b), stubs)
+    assert status == UNSAFE_EXIT
+    assert f"{record} is a symlink" in stderr
+
+
+def test_cancel_creates_its_marker_and_keeps_an_existing_one(
+    run_dir: Path,
+    stubs: Path,
+) -> None:
+    """The marker is made with O_EXCL; a second cancel finds it and goes on."""
+    for _ in range(2):
+        status, payload, _ = run_status(render_cancel_script("rc-1", str(run_dir), ["a"]), stubs)
+        assert status == 0
+        assert "NOMARK" not in payload
+        assert (run_dir / "a" / CANCEL_MARKER).is_file()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a file another user owns")
+def test_a_folder_of_another_user_names_its_owner(run_dir: Path, stubs: Path) -> None:
+    """A benchmark folder owned by someone else is refused, the owner named."""
+    os.chown(run_dir / "b", 65534, 65534)
+    status, _, stderr = run_status(render_status_script([Target("rc-1", str(run_dir))]), stubs)
+    assert status == UNSAFE_EXIT
+    assert f"{run_dir / 'b'} is owned by nobody, not by you" in stderr
