@@ -21,6 +21,7 @@ from remote_chain.errors import (
     RemoteChainError,
     RemoteError,
     RemoteTimeout,
+    StateError,
 )
 
 UNREACHABLE = (ConnectError, RemoteTimeout, HostNotFoundError)
@@ -42,7 +43,7 @@ def is_unreachable(error: BaseException) -> bool:
 
 def is_fatal(error: BaseException) -> bool:
     """True if polling again cannot fix ``error``: config, authentication, host key, ..."""
-    if isinstance(error, ConfigError):
+    if isinstance(error, ConfigError | StateError):  # an unsafe run folder stays unsafe (14.1)
         return True
     return isinstance(error, RemoteError) and not error.transient and not is_unreachable(error)
 

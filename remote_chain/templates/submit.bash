@@ -94,7 +94,7 @@ if [[ $RC_EXECUTOR != shell && ${#rc_ids[@]} -gt 0 ]]; then
   for id in "${rc_ids[@]}"; do [[ -n ${rc_seen[$id]:-} ]] || rc_missing+=("$id"); done
   if (( ${#rc_missing[@]} )); then
     while IFS='|' read -r id name; do rc_seen[$id]=$name; done \
-      < <(command sacct -X --noheader --parsable2 --jobs="$(IFS=,; echo "${rc_missing[*]}")" \
+      < <(command sacct -X --noheader --parsable2 --starttime=now-1hours --jobs="$(IFS=,; echo "${rc_missing[*]}")" \
             --format=JobIDRaw,JobName 2>/dev/null)
   fi
   for i in "${!RC_BENCHMARKS[@]}"; do
