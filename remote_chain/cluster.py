@@ -185,6 +185,14 @@ class ClusterSession:
         timeout, is not tried again: each try would cost the same.
         """
         endpoint = endpoint_for(self.profile, self.settings)
+        # -v: which files decide where we connect and whom we trust. ./clusters/ comes before
+        # ~/.config/remote-chain/clusters/ (a cloned repository's profiles win: README).
+        self.log.info(
+            "profile_used",
+            profile=str(self.profile.source),
+            host=endpoint.host,
+            known_hosts=str(endpoint.known_hosts or "the ssh config's, else ~/.ssh/known_hosts"),
+        )
         started = anyio.current_time()
         patience = self.settings.connect_timeout or DEFAULT_CONNECT_TIMEOUT
         deadline: float | None = None

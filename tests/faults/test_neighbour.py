@@ -366,3 +366,15 @@ def test_a_flooding_login_shell_is_cut_off(lab: Lab, login: tuple[Path, Path], n
     assert "private printed more than 8388608 bytes" in stderr + stdout, stderr[-2000:]
     rss_kb = int(stderr.rsplit("maxrss_kb=", 1)[1].split()[0])
     assert rss_kb < 200 * 1024, f"client peaked at {rss_kb} KiB"
+
+
+def test_verbose_names_the_profile_and_known_hosts_files(lab: Lab) -> None:
+    """-v says which profile file and which known_hosts file decided the connection (14)."""
+    profile = lab.profile("named")
+    done = lab.cli("-v", "--log-format", "json", "doctor", "-c", "named")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    used = [e for e in events if e.get("event") == "profile_used"]
+    assert used, done.stderr
+    assert used[0]["profile"] == str(profile)
+    assert used[0]["known_hosts"] == str(lab.known_hosts)
