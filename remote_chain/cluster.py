@@ -260,7 +260,8 @@ class ClusterSession:
     async def submit(self, bundle: ClusterBundle) -> SubmitAnswer:
         """Submit once; after a lost connection, look the run up before ever sending again."""
         script = render_submit_script(bundle)
-        # A bundle holding secret values never travels in a command line (visible in `ps`).
+        # No script travels in a command line any more (issue 14.2); the flag still marks
+        # a bundle holding secret values for the Remote seam.
         sensitive = any(f.path.endswith(SECRETS_FILE) for f in bundle.files)
         await self.remote()  # a failure to connect at all: nothing was sent, nothing to look up
         for attempt in range(1, 4):

@@ -18,7 +18,7 @@ from sshd import HOST, Sshd, free_port, running_sshd
 
 from remote_chain.errors import AuthenticationError, ConnectError, RemoteError, RemoteTimeout
 from remote_chain.remote import CommandResult, Endpoint, open_remote
-from remote_chain.remote.openssh import OpensshRemote, master_command
+from remote_chain.remote.openssh import OpensshRemote, _run_argv, master_command
 
 ALIAS = "loopback-sshd"
 
@@ -214,3 +214,33 @@ async def test_a_controlpath_from_the_ssh_config_is_used(sshd: Sshd, config_mast
     async with await open_remote(endpoint) as remote:
         assert (await remote.run("echo over the master")).stdout == "over the master\n"
     assert sshd.accepted_logins() == logins
+
+
+@pytest.mark.anyio
+async def test_a_flooding_login_shell_is_cut_off_over_the_master(
+    sshd: Sshd, master: Endpoint
+) -> None:
+    """Past max_output_bytes, ssh is killed and the error names the host (issue 14.4)."""
+    profile = sshd.home / ".bash_profile"
+    profile.write_text("while :; do echo endless login noise; done\n")
+    try:
+        endpoint = dataclasses.replace(master, max_output_bytes=1024 * 1024)
+        async with await open_remote(endpoint) as remote:
+            with pytest.raises(RemoteError, match=r"mfa-site printed more than 1048576 bytes"):
+                await remote.run("echo never")
+    finally:
+        profile.unlink()
+
+
+@pytest.mark.anyio
+async def test_the_script_is_in_no_command_line(sshd: Sshd, master: Endpoint) -> None:
+    """Neither ssh's argv here nor the login shell's there carries the script (issue 14.2)."""
+    marker = "LOCAL-ARGV-0815"
+    async with await open_remote(master) as remote:
+        assert isinstance(remote, OpensshRemote)
+        assert _run_argv(master, remote._resolved)[-1] == "bash -l -s"
+        result = await remote.run(
+            f": {marker}\nfor p in $$ $PPID; do tr '\\0' ' ' < /proc/$p/cmdline; echo; done"
+        )
+    assert marker not in result.stdout
+    assert "bash -l -s" in result.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import subprocess
 import sys
@@ -375,6 +376,28 @@ async def test_no_script_rides_in_a_command_line(sshd: Sshd, sensitive: bool) ->
     assert marker not in result.stdout  # nothing of the script in any command line
     assert "base64" not in result.stdout
     assert "bash -l -s" in result.stdout
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
+async def test_debug_logs_never_hold_the_script(
+    sshd: Sshd, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With asyncssh and our loggers at DEBUG (-vv), no log record carries the script."""
+    marker = "BUNDLE-CONTENT-0451"
+    caplog.set_level(logging.DEBUG)
+    asyncssh_logger = logging.getLogger("asyncssh")
+    level = asyncssh_logger.level
+    asyncssh_logger.setLevel(logging.DEBUG)
+    try:
+        with capture_logs() as events:
+            async with await open_remote(sshd.endpoint()) as remote:
+                assert (await remote.run(f": {marker}\necho ok")).stdout == "ok\n"
+    finally:
+        asyncssh_logger.setLevel(level)
+    assert any("bash -l -s" in r.getMessage() for r in caplog.records)  # asyncssh did log
+    assert not [r.getMessage() for r in caplog.records if marker in r.getMessage()]
+    assert not [e for e in events if marker in repr(e)]
 
 
 @pytest.mark.ssh
