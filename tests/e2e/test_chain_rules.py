@@ -195,7 +195,7 @@ def test_requeue_of_a_running_link_keeps_exactly_one_successor(
     dev: devcluster.DevCluster, tmp_path: Path
 ) -> None:
     """``scontrol requeue`` of a running link: it restarts under its id, nothing counted twice."""
-    requeueable = {**SHORT, "slurm": {"extra_args": ["--requeue"]}}
+    requeueable = {**SHORT, "slurm": {"requeue": True, "extra_args": ["--requeue"]}}
     chain = submit_one(dev, tmp_path, "local", "requeue", requeueable)
     j1 = chain.wait_running(items=2)
     assert j1 == chain.first_job

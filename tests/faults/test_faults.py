@@ -707,7 +707,7 @@ async def test_requeue_of_a_running_link_keeps_one_successor_and_the_counts(
     """
     places = {"rqa": "local", "rqb": "local2"}
     for profile, cluster in places.items():
-        lab.profile(profile, cluster=cluster, slurm={"extra_args": ["--requeue"]})
+        lab.profile(profile, cluster=cluster, slurm={"requeue": True, "extra_args": ["--requeue"]})
     runner = gate_runner(lab.gates)
     config = lab.config({"runner": runner, "benchmarks": {"rq": {"resumable": {"max_retries": 5}}}})
     run_id = new_run_id("requeue")
