@@ -45,6 +45,7 @@ def stubs(tmp_path: Path) -> Path:
         (d / name).write_text(QUERY)
     for f in d.iterdir():
         f.chmod(0o755)
+    (d / "squeue.out").write_text("")  # an empty queue: cancel's loop ends at once
     return d
 
 
@@ -198,3 +199,13 @@ def test_a_folder_of_another_user_names_its_owner(run_dir: Path, stubs: Path) ->
     status, _, stderr = run_status(render_status_script([Target("rc-1", str(run_dir))]), stubs)
     assert status == UNSAFE_EXIT
     assert f"{run_dir / 'b'} is owned by nobody, not by you" in stderr
+
+
+def test_cancel_makes_its_marker_private_under_a_group_umask(run_dir: Path, stubs: Path) -> None:
+    """A login umask of 002 does not make the marker group-writable (status would refuse it)."""
+    script = "umask 002\n" + render_cancel_script("rc-1", str(run_dir), ["a"])
+    status, _, _ = run_status(script, stubs)
+    assert status == 0
+    assert (run_dir / "a" / CANCEL_MARKER).stat().st_mode & 0o777 == 0o600
+    status, _, stderr = run_status(render_status_script([Target("rc-1", str(run_dir))]), stubs)
+    assert status == 0, stderr

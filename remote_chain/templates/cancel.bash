@@ -3,6 +3,9 @@
 # pending jobs (so none of them can start when a running link dies), then running ones, and
 # the queue is re-read until nothing of the chain is left (bounded).
 __GUARD__
+# What we create is ours alone (a login umask of 002 would make the marker group-writable,
+# which the guard then refuses).
+umask 077
 [[ -d $RC_RUN_DIR || -L $RC_RUN_DIR ]] || { printf 'NORUN\n'; printf 'DONE\n'; exit 0; }
 rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR"
 names=() benches=()

@@ -4,6 +4,9 @@
 # walltime not yet counted, write the new caps into job.sh (atomically, mode kept), then queue
 # job.sh again in the same folder with no predecessor.
 __GUARD__
+# The resubmitted job inherits sbatch's umask (Slurm propagates it): its state files must not
+# become group-writable under a login umask of 002, or the guard would refuse the run.
+umask 077
 # The job.sh resubmitted here runs as the user, and the record, job.sh and state files are
 # rewritten: all of them, their folders and the run's folders must be the user's own and
 # writable by nobody else (issue 14.1).
