@@ -399,10 +399,15 @@ def submit(
                     dry_run=dry_run,
                 )
             )
-        from remote_chain import render as views  # noqa: PLC0415 - start-up time
 
-        bundles = views.describe_bundles(result.bundles) if dry_run else []
-        inv.emit(result.to_json(), lambda: views.submit_view(result, bundles))
+        def view() -> RenderableType:
+            # Imported only for the table: rich costs --json ~15 ms (issue 13, P9).
+            from remote_chain import render as views  # noqa: PLC0415
+
+            bundles = views.describe_bundles(result.bundles) if dry_run else []
+            return views.submit_view(result, bundles)
+
+        inv.emit(result.to_json(), view)
         codes = _report_failures(result.failures)
         codes += [1 for s in result.submissions if s.error is not None]
         return combine(codes)
@@ -1065,4 +1070,28 @@ def main() -> None:
     from remote_chain.completion import prepare  # noqa: PLC0415 - a small module
 
     prepare()
-    app(prog_name=PROG)
+    try:
+        app(prog_name=PROG)
+    except SystemExit as done:
+        _exit_now(done)
+
+
+def _exit_now(done: SystemExit) -> NoReturn:
+    """Exit without the interpreter's teardown once everything is written.
+
+    Tearing down ~700 imported modules (asyncssh, cryptography, pydantic, structlog) costs a
+    cold command 60-80 ms after its work is done (issue 13, P9). By now the event loop is
+    closed, files are closed by their ``with`` blocks and every log record was flushed by its
+    handler; stdout and stderr are flushed here. Anything unusual takes the normal exit.
+    """
+    code = done.code
+    if code is None:
+        code = 0
+    if not isinstance(code, int) or isinstance(code, bool):
+        raise done
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        raise done from None
+    os._exit(code)

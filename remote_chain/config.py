@@ -162,7 +162,7 @@ Duration = Annotated[
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ResumableSpec(_Frozen):
