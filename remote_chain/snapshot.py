@@ -17,7 +17,14 @@ from dataclasses import dataclass, field
 from remote_chain._template import render_template
 from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
 from remote_chain.models import JobId, SacctRecord
-from remote_chain.sacct import SACCT_FIELDS, SQUEUE_FORMAT, QueuedJob, parse_sacct, parse_squeue
+from remote_chain.sacct import (
+    SACCT_FIELDS,
+    SQUEUE_FORMAT,
+    QueuedJob,
+    parse_sacct,
+    parse_squeue,
+    render_chunks_function,
+)
 from remote_chain.script import (
     CANCEL_MARKER,
     CHAIN_FILE,
@@ -119,7 +126,7 @@ def render_status_script(targets: Sequence[Target], *, executor: str = "slurm") 
         "RC_RUN_IDS=(" + " ".join(shlex.quote(t.run_id) for t in targets) + ")",
         "RC_BENCHES=(" + " ".join(shlex.quote(" ".join(t.benchmarks)) for t in targets) + ")",
     ]
-    return "\n".join([*head, body])
+    return "\n".join([*head, render_chunks_function(), body])
 
 
 def _unescape(text: str) -> str:
