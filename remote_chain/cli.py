@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
 import typer
 
 from remote_chain import __version__
+from remote_chain.agent_cli import agent_app
 from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
 from remote_chain.jobscripts import RENDER_RUN_ID
 
@@ -925,6 +926,9 @@ def clusters(ctx: typer.Context, json_output: JsonOpt = False) -> None:
         return ConfigError.exit_code if broken else 0
 
     _guard(ctx, json_output, body)
+
+
+app.add_typer(agent_app, name="agent")  # the persistent connection (agent_cli.py)
 
 
 runs_app = typer.Typer(

@@ -38,3 +38,9 @@ class Endpoint:
     # OpenSSH's MaxSessions defaults to 10 and the server counts a channel until its close
     # is fully processed: 8 concurrent channels were measured to still race it, 6 never did.
     max_channels: int = 6
+    # The persistent connection (issue 13, P8): seconds an agent keeps it idle, 0 for none,
+    # and the per-user folder for its socket when $XDG_RUNTIME_DIR is unset.
+    persist: float = 0
+    agent_dir: Path | None = None
+    # Files whose change retires an agent: the profile (the known_hosts file is always watched).
+    watch: tuple[Path, ...] = ()
