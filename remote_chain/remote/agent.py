@@ -295,33 +295,43 @@ async def start_agent(endpoint: Endpoint, path: Path) -> bool:
     _unlink(path)  # a stale socket: no agent answered on it (in our own 700 folder)
     config = json.dumps({"endpoint": _endpoint_json(endpoint), "socket": str(path)})
     try:
+        # Through a shell that backgrounds it and exits at once: the agent is nobody's child
+        # to wait for, and outlives this command (its own session: Ctrl-C here does not
+        # reach it). Our pipe stays its stdin through fd 3: a background job's stdin is
+        # /dev/null before its own redirections apply.
         process = await anyio.open_process(
-            [sys.executable, "-m", "remote_chain.remote.agent"],
+            [
+                "/bin/sh",
+                "-c",
+                'exec 3<&0; "$0" -m remote_chain.remote.agent <&3 3<&- &',
+                sys.executable,
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            start_new_session=True,  # outlives this command; Ctrl-C here does not reach it
+            start_new_session=True,
         )
     except OSError as exc:
         _log.warning("agent_unavailable", cluster=endpoint.name, reason=f"cannot start: {exc}")
         return False
-    if process.stdin is None or process.stdout is None:  # pragma: no cover - asked for pipes
-        raise RemoteError("agent started without pipes", host=endpoint.name)
     line = b""
-    with anyio.move_on_after(endpoint.connect_timeout + START_TIMEOUT_EXTRA):
-        await process.stdin.send(config.encode() + b"\n")
-        await process.stdin.aclose()
-        while not line.endswith(b"\n"):
-            try:
-                line += await process.stdout.receive()
-            except anyio.EndOfStream:
-                break
+    async with process:
+        if process.stdin is None or process.stdout is None:  # pragma: no cover - asked for pipes
+            raise RemoteError("agent started without pipes", host=endpoint.name)
+        with anyio.move_on_after(endpoint.connect_timeout + START_TIMEOUT_EXTRA):
+            await process.stdin.send(config.encode() + b"\n")
+            await process.stdin.aclose()
+            while not line.endswith(b"\n"):
+                try:
+                    line += await process.stdout.receive()
+                except anyio.EndOfStream:
+                    break
+        await process.stdout.aclose()
     text = line.decode(errors="replace").strip()
     if text == READY:
         return True
-    if process.returncode is None:
-        process.terminate()
-    # A failed connection ("ERROR ...") is reported again, in full, by the direct path.
+    # A failed connection ("ERROR ...") is reported again, in full, by the direct path; an
+    # agent still connecting gives up by itself after connect_timeout.
     _log.warning("agent_unavailable", cluster=endpoint.name, reason=text or "no answer")
     return False
 
