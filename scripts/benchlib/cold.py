@@ -38,6 +38,8 @@ RATIO_TARGET = 1.4  # cold status/submit at 50 ms vs a bare ssh
 LOCAL_TARGET_S = 0.25  # local time at 0 ms beyond that ssh
 CAREFUL_TARGET = 5.0  # cold submit vs the careful by-hand baseline at 50 ms
 SSH, STATUS, SUBMIT, CAREFUL = "bare ssh true", "status --json", "submit --json", "careful OpenSSH"
+AGENT = "status --json, agent running (persist)"
+P8_LOCAL_S = 0.15  # P8: status through the agent <= 2 RTT + 0.15 s
 
 
 @dataclass
@@ -93,6 +95,8 @@ def p9_cold(ctx: Ctx) -> None:
     state = ctx.tmp / "state-cold"
     env = {**os.environ, "PYTHONPATH": str(REPO), "REMOTE_CHAIN_STATE_DIR": str(state)}
     env.pop("REMOTE_CHAIN_CLUSTERS_DIR", None)  # only the bench's --clusters-dir
+    env.pop("REMOTE_CHAIN_PERSIST", None)  # the direct path, unless a row says otherwise
+    env.pop("XDG_RUNTIME_DIR", None)  # agents' sockets under each row's own state folder
     # The 1-chain run that status reads, recorded in the CLI's own index by a cold submit.
     _, _, out = retried(
         ctx,
@@ -107,7 +111,48 @@ def p9_cold(ctx: Ctx) -> None:
     rig.run_ids.add(run_id)
     rig.track(CLUSTER, [str(s["job_id"]) for s in created["submissions"] if s["job_id"]])
 
+    # P8: the same status with the persistent connection: an agent per delay, started by
+    # the first command of the warm-up round, stopped at the end.
+    # Its own state folder (hence socket folder): the direct rows must not find the agent.
+    agent_env = {
+        **env,
+        "REMOTE_CHAIN_PERSIST": "10m",
+        "REMOTE_CHAIN_STATE_DIR": str(ctx.tmp / "state-agent"),
+    }
     samples = _Samples()
+    setup = _Setup(folders, targets, profiles, env, agent_env, config, run_id)
+    try:
+        _rounds(ctx, samples, setup)
+    finally:
+        for d in DELAYS_MS:
+            subprocess.run(
+                [*CLI, "--clusters-dir", str(folders[d]), "agent", "stop", "-c", PROFILE],
+                env=agent_env,
+                capture_output=True,
+                timeout=60,
+                check=False,
+            )
+    _report(ctx, samples)
+    _imports(ctx, [*CLI, "--clusters-dir", str(folders[0.0]), "status", run_id, "--json"], env)
+
+
+@dataclass(frozen=True)
+class _Setup:
+    folders: dict[float, Path]
+    targets: dict[float, SshTarget]
+    profiles: dict[float, Path]
+    env: dict[str, str]
+    agent_env: dict[str, str]
+    config: Path
+    run_id: str
+
+
+def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
+    rig = ctx.rig
+    folders, targets, profiles = setup.folders, setup.targets, setup.profiles
+    env, agent_env, config, run_id = setup.env, setup.agent_env, setup.config, setup.run_id
+    # -c: the agent's rows use another state folder, which has no index entry for the run.
+    status = ["status", run_id, "-c", PROFILE, "--json"]
     for rnd in range(ctx.runs + 1):
         ctx.progress(
             f"P9 cold commands: round {rnd}/{ctx.runs}" + (" (warm-up)" if rnd == 0 else "")
@@ -122,9 +167,8 @@ def p9_cold(ctx: Ctx) -> None:
             ]  # fmt: skip
             got = {
                 SSH: retried(ctx, "P9 ssh", _timed, ssh, env, ctx.tmp),
-                STATUS: retried(
-                    ctx, "P9 status", _timed, [*cli, "status", run_id, "--json"], env, ctx.tmp
-                ),
+                STATUS: retried(ctx, "P9 status", _timed, [*cli, *status], env, ctx.tmp),
+                AGENT: retried(ctx, "P8 status", _timed, [*cli, *status], agent_env, ctx.tmp),
             }
             wall, cpu, out = retried(
                 ctx,
@@ -150,8 +194,6 @@ def p9_cold(ctx: Ctx) -> None:
             if rnd:
                 for method, (w, c, _) in got.items():
                     samples.keep(method, d, w, c)
-    _report(ctx, samples)
-    _imports(ctx, [*CLI, "--clusters-dir", str(folders[0.0]), "status", run_id, "--json"], env)
 
 
 def _ratios(samples: _Samples, method: str, base: str, d: float) -> Summary:
@@ -210,6 +252,42 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
                 f"{extra_wall.median:.3f} s (includes the login node's own work)",
             )
         )
+    r = _ratios(samples, AGENT, SSH, d50)
+    ctx.verdicts.append(
+        Verdict(
+            f"P9 with persist: cold `{STATUS}` at 50 ms <= {RATIO_TARGET}x a bare ssh",
+            r.median <= RATIO_TARGET,
+            f"{r.median:.2f}x (paired median of {r.n}; "
+            f"{statistics.median(samples.wall[AGENT, d50]):.3f} s vs "
+            f"{statistics.median(samples.wall[SSH, d50]):.3f} s)",
+        )
+    )
+    rtts = Summary.of(
+        [
+            (x - y) / 0.05
+            for x, y in zip(samples.wall[AGENT, d50], samples.wall[AGENT, d0], strict=True)
+        ]
+    )
+    t50 = statistics.median(samples.wall[AGENT, d50])
+    ctx.rows.append(
+        Row(
+            "p8.status.rtt",
+            "P8 status through the agent: RTT-equivalents ((t50 - t0) / 50 ms), new process",
+            f"{rtts.median:.2f} [{rtts.min:.2f}-{rtts.max:.2f}]",
+            baseline=f"t0 {statistics.median(samples.wall[AGENT, d0]):.3f} s, t50 {t50:.3f} s",
+            target=f"<= 2 RTT + {P8_LOCAL_S} s",
+            met=t50 <= 2 * 0.05 + P8_LOCAL_S,
+            data=rtts.to_json(),
+        )
+    )
+    ctx.verdicts.append(
+        Verdict(
+            f"P8 status through the agent at 50 ms <= 2 RTT + {P8_LOCAL_S} s (a new process)",
+            t50 <= 2 * 0.05 + P8_LOCAL_S,
+            f"{t50:.3f} s: {rtts.median:.2f} RTT-equivalents beyond the 0 ms figure "
+            f"{statistics.median(samples.wall[AGENT, d0]):.3f} s (the process itself)",
+        )
+    )
     r = _ratios(samples, CAREFUL, SUBMIT, d50)
     ctx.verdicts.append(
         Verdict(
