@@ -11,8 +11,9 @@ agent start``), and reached over a Unix socket:
   bits) before every use, and the socket itself bound under umask 177 (mode 600);
 - every accepted peer's uid is read with ``SO_PEERCRED`` and must be ours; any other peer is
   closed unanswered;
-- the socket's name is a hash of the endpoint and of the known_hosts file's bytes, and the
-  agent exits as soon as that file or the profile changes (checked every second), or after
+- the socket's name is a hash of the endpoint and of the bytes of the known_hosts file, the
+  ssh config and the profile, and the agent exits as soon as one of them changes (checked
+  every second), or after
   ``persist`` seconds without a request: it never outlives a changed profile or host key;
 - it connects with ``SshRemote.open``, the direct path's own code: the same host-key checks,
   and its errors travel back by class name, so exit codes and JSON are the same.
@@ -49,7 +50,7 @@ from anyio.abc import SocketAttribute, SocketStream
 from remote_chain import errors
 from remote_chain.errors import ConfigError, ConnectError, RemoteChainError, RemoteError
 from remote_chain.remote import ClosingContext, CommandResult, Remote
-from remote_chain.remote.endpoint import Endpoint
+from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT, Endpoint
 
 _log = structlog.get_logger()
 
@@ -121,7 +122,8 @@ def socket_path(endpoint: Endpoint, *, create: bool = True) -> Path:
 
 def _watched(endpoint: Endpoint) -> list[Path]:
     known_hosts = (endpoint.known_hosts or Path("~/.ssh/known_hosts")).expanduser()
-    return [known_hosts, *endpoint.watch]
+    ssh_config = (endpoint.ssh_config or Path("~/.ssh/config")).expanduser()
+    return [known_hosts, ssh_config, *endpoint.watch]
 
 
 def _read(path: Path) -> bytes:
@@ -171,7 +173,7 @@ def _endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
 
 
 def _endpoint_from_json(doc: dict[str, Any]) -> Endpoint:
-    paths = {"identity_file", "known_hosts", "agent_dir"}
+    paths = {"identity_file", "known_hosts", "agent_dir", "ssh_config"}
     kwargs: dict[str, Any] = {
         k: (Path(v) if k in paths and v is not None else v) for k, v in doc.items()
     }
@@ -318,7 +320,8 @@ async def start_agent(endpoint: Endpoint, path: Path) -> bool:
     async with process:
         if process.stdin is None or process.stdout is None:  # pragma: no cover - asked for pipes
             raise RemoteError("agent started without pipes", host=endpoint.name)
-        with anyio.move_on_after(endpoint.connect_timeout + START_TIMEOUT_EXTRA):
+        connect = endpoint.connect_timeout or DEFAULT_CONNECT_TIMEOUT
+        with anyio.move_on_after(connect + START_TIMEOUT_EXTRA):
             await process.stdin.send(config.encode() + b"\n")
             await process.stdin.aclose()
             while not line.endswith(b"\n"):
