@@ -9,6 +9,7 @@ id they name, and makes one ``sacct`` call and one ``squeue`` call for all of th
 from __future__ import annotations
 
 import base64
+import functools
 import re
 import shlex
 from collections.abc import Sequence
@@ -98,6 +99,15 @@ class Snapshot:
     squeue: dict[JobId, QueuedJob] = field(default_factory=dict)
     squeue_ok: bool = True
     live_pids: frozenset[str] = frozenset()
+
+    @functools.cached_property
+    def queued_by_dir(self) -> dict[str, list[JobId]]:
+        """squeue's jobs by working directory, in squeue's order: each chain looks its own up
+        at once, where a scan per chain cost 10,000 chains ~1 s per poll (issue 13, P7)."""
+        out: dict[str, list[JobId]] = {}
+        for job_id, queued in self.squeue.items():
+            out.setdefault(queued.workdir, []).append(job_id)
+        return out
 
 
 def render_status_script(targets: Sequence[Target], *, executor: str = "slurm") -> str:
