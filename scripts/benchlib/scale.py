@@ -111,7 +111,7 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
     _, small = retried(ctx, "P7 submit one", submit_now, ctx, folder, [names[0]], one)
     ctx.rig.track(_slurm_cluster(ctx, names[0]), slurm_ids(small))
 
-    big_t, one_t, polls, sent = [], [], [], []
+    big_t, one_t, polls, sent, slowest, busy = [], [], [], [], [], []
     for rnd in range(ctx.runs + 1):
         ctx.progress(f"P7 status: round {rnd}/{ctx.runs}" + (" (warm-up)" if rnd == 0 else ""))
         # No cluster named: the run's own index names all ten.
@@ -130,6 +130,10 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
                 by[e.cluster] = by.get(e.cluster, 0) + 1
             polls.append(max(by.values()))
             sent.append(max(e.sent for e in p_all.of("exec")))
+            # The login nodes' side: the slowest cluster's exec, and all ten execs' time
+            # together (here the ten "login nodes" share this machine's cores).
+            slowest.append(max(e.seconds for e in p_all.of("exec")))
+            busy.append(sum(e.seconds for e in p_all.of("exec")))
     ratio = Summary.of([b / o for b, o in zip(big_t, one_t, strict=True)])
     b, o = Summary.of(big_t), Summary.of(one_t)
     ctx.rows.append(
@@ -139,10 +143,17 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
             f"{seconds(b)} vs {seconds(o)}",
             ratio=f"{ratio.median:.2f}x",
             baseline=f"execs per cluster per poll: {sorted(set(polls))}; "
-            f"largest exec request {max(sent)} bytes",
+            f"largest exec request {max(sent)} bytes; slowest exec "
+            f"{Summary.of(slowest).median:.3f} s, all execs {Summary.of(busy).median:.2f} s",
             target=f"<= {STATUS_RATIO:g}x; 1 exec",
             met=ratio.median <= STATUS_RATIO and set(polls) == {1},
-            data={"big": b.to_json(), "one": o.to_json(), "ratio": ratio.to_json()},
+            data={
+                "big": b.to_json(),
+                "one": o.to_json(),
+                "ratio": ratio.to_json(),
+                "slowest_exec": Summary.of(slowest).to_json(),
+                "exec_seconds_summed": Summary.of(busy).to_json(),
+            },
         )
     )
     ctx.verdicts.append(
