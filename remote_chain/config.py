@@ -542,6 +542,10 @@ class ClusterProfile(_Frozen):
             raise _Problems(
                 [(("control_path",), 'only used with transport = "openssh"; set that too')]
             )
+        if self.persist and self.transport == "openssh":
+            raise _Problems(
+                [(("persist",), 'only for transport = "asyncssh": a ControlMaster persists')]
+            )
         return self
 
     def check_local_files(self) -> None:

@@ -17,6 +17,8 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from remote_chain.config import load_profile
+from remote_chain.durations import parse_persist
 from remote_chain.errors import ConfigError, ConnectError, RemoteTimeout
 from remote_chain.remote import CommandResult, Endpoint, Remote, agent
 
@@ -291,3 +293,29 @@ async def test_another_users_peer_is_refused_even_if_reachable(tmp_path: Path) -
             )
             tg.cancel_scope.cancel()
     assert done.stdout.strip() == "closed", done.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("10m", 600), ("2h", 7200), ("1d", 86400), ("off", 0),
+                          ("0", 0), ("30", 1800), ("1:00:00", 3600)],
+)  # fmt: skip
+def test_persist_forms(text: str, seconds: int) -> None:
+    """persist takes 90s/10m/2h/1d, a Slurm duration (a bare number is minutes), or off."""
+    assert parse_persist(text) == seconds
+
+
+def test_persist_in_a_profile(tmp_path: Path) -> None:
+    """A profile's persist is validated with the file and field named; not for openssh."""
+    base = 'host = "h"\nworkdir = "/w"\n'
+    good = tmp_path / "good.toml"
+    good.write_text(base + 'persist = "10m"\n')
+    assert load_profile(good).persist == 600
+    bad = tmp_path / "bad.toml"
+    bad.write_text(base + 'persist = "soon"\n')
+    with pytest.raises(ConfigError, match="persist") as caught:
+        load_profile(bad)
+    assert "bad.toml" in str(caught.value)
+    openssh = tmp_path / "cm.toml"
+    openssh.write_text(base + 'transport = "openssh"\npersist = "10m"\n')
+    with pytest.raises(ConfigError, match="persist"):
+        load_profile(openssh)
