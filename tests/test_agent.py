@@ -5,6 +5,7 @@ the direct path gives them, and a changed host key or a stale socket retires it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pwd
 import socket
@@ -319,3 +320,27 @@ def test_persist_in_a_profile(tmp_path: Path) -> None:
     openssh.write_text(base + 'transport = "openssh"\npersist = "10m"\n')
     with pytest.raises(ConfigError, match="persist"):
         load_profile(openssh)
+
+
+@pytest.mark.anyio
+async def test_a_stale_agent_refuses_and_the_command_goes_direct(
+    served: tuple[Endpoint, Path, list[_FakeRemote]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client whose endpoint differs gets 'stale' before anything runs: it goes direct,
+    with one log line, and the agent exits."""
+    endpoint, path, remotes = served
+    changed = dataclasses.replace(endpoint, command_timeout=99)
+    remote = agent.AgentRemote(changed, path)
+    direct = _FakeRemote(changed)
+
+    async def go_direct(why: str) -> Remote:
+        agent._log.warning("agent_unavailable", cluster=changed.name, reason=why)
+        return direct
+
+    monkeypatch.setattr(remote, "_go_direct", go_direct)
+    with capture_logs() as logs:
+        result = await remote.run("echo direct")
+    assert result.stdout == "ran echo direct\n"
+    assert direct.sensitive == [False]
+    assert remotes[0].sensitive == []  # nothing ran in the agent
+    assert [e["event"] for e in logs] == ["agent_unavailable"]

@@ -48,7 +48,13 @@ import structlog
 from anyio.abc import SocketAttribute, SocketStream
 
 from remote_chain import errors
-from remote_chain.errors import ConfigError, ConnectError, RemoteChainError, RemoteError
+from remote_chain.errors import (
+    ConfigError,
+    ConnectError,
+    RemoteChainError,
+    RemoteError,
+    RemoteTimeout,
+)
 from remote_chain.remote import ClosingContext, CommandResult, Remote
 from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT, Endpoint
 
@@ -210,10 +216,21 @@ class AgentRemote(ClosingContext):
             )
         async with stream:
             request.update(v=PROTOCOL, fingerprint=fingerprint(self._endpoint))
-            await _send(stream, request)
-            with anyio.fail_after(limit):
-                reply = await _receive(stream)
-        if reply is None or "stale" in reply:
+            try:
+                await _send(stream, request)
+                with anyio.fail_after(limit):
+                    reply = await _receive(stream)
+            except TimeoutError:
+                # The agent enforces the command's own timeout; this is a hung agent.
+                raise RemoteTimeout(
+                    f"command through the agent got no answer in {limit:g} s", host=self.name
+                ) from None
+            except (OSError, anyio.BrokenResourceError, ValueError):
+                reply = None  # reset, or a torn reply: the agent died while answering
+        if reply is not None and "stale" in reply:  # refused before running: safe to go direct
+            direct = await self._go_direct("the agent serves a changed profile or host key")
+            return await direct.run(script, timeout=timeout, sensitive=sensitive)
+        if reply is None:
             await self._go_direct("the agent went away during a command")
             raise ConnectError(
                 "the persistent connection's agent went away during a command; "
