@@ -344,3 +344,17 @@ async def test_a_stale_agent_refuses_and_the_command_goes_direct(
     assert direct.sensitive == [False]
     assert remotes[0].sensitive == []  # nothing ran in the agent
     assert [e["event"] for e in logs] == ["agent_unavailable"]
+
+
+@pytest.mark.anyio
+async def test_garbage_from_a_peer_does_not_take_the_agent_down(
+    served: tuple[Endpoint, Path, list[_FakeRemote]],
+) -> None:
+    """A malformed request is dropped; the agent keeps serving."""
+    endpoint, path, _ = served
+    async with await anyio.connect_unix(path) as stream:
+        await stream.send(b"{not json\n")
+        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+            await stream.receive()
+    remote = agent.AgentRemote(endpoint, path)
+    assert (await remote.run("still")).stdout == "ran still\n"

@@ -274,7 +274,7 @@ async def request(
             async with await anyio.connect_unix(path) as stream:
                 await _send(stream, {**message, "v": PROTOCOL})
                 return await _receive(stream)
-    except (OSError, TimeoutError):
+    except (OSError, TimeoutError, ValueError, anyio.BrokenResourceError):
         return None
 
 
@@ -366,6 +366,13 @@ class _Agent:
         self.stop = anyio.Event()
 
     async def handle(self, stream: SocketStream) -> None:
+        """One peer; whatever it sends, the agent itself never goes down with it."""
+        try:
+            await self._handle(stream)
+        except (OSError, ValueError, KeyError, TypeError, anyio.BrokenResourceError) as exc:
+            _log.warning("agent_request_dropped", error=repr(exc)[:200])
+
+    async def _handle(self, stream: SocketStream) -> None:
         async with stream:
             raw = stream.extra(SocketAttribute.raw_socket)  # noqa: S610 - anyio, not Django
             if peer_uid(raw) != os.getuid():
