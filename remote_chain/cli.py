@@ -1070,14 +1070,22 @@ def completion(
 
 
 def main() -> None:
-    """The console script ``remote-chain``."""
+    """The console script ``remote-chain``: ``run_cli``, then a fast exit (``_exit_now``)."""
+    try:
+        run_cli()
+    except SystemExit as done:
+        _exit_now(done)
+
+
+def run_cli() -> None:
+    """The command line; raises SystemExit with the exit code, like click's own ``main``.
+
+    For callers that go on after it (tests inspecting the process): ``main`` never returns.
+    """
     from remote_chain.completion import prepare  # noqa: PLC0415 - a small module
 
     prepare()
-    try:
-        app(prog_name=PROG)
-    except SystemExit as done:
-        _exit_now(done)
+    app(prog_name=PROG)
 
 
 def _exit_now(done: SystemExit) -> NoReturn:
