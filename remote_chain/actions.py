@@ -11,6 +11,7 @@ from remote_chain._template import render_template
 from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
 from remote_chain.limits import ASSOC_FORMAT, QOS_FORMAT
 from remote_chain.models import JOB_ID_RE, JobId
+from remote_chain.sacct import render_chunks_function
 from remote_chain.script import (
     CANCEL_MARKER,
     CHAIN_FILE,
@@ -65,7 +66,7 @@ def render_cancel_script(
         f"RC_RUN_DIR={shlex.quote(run_dir)}",
         _array("RC_BENCHES", benchmarks),
     ]
-    return "\n".join([*head, render_template("cancel.bash", _subs())])
+    return "\n".join([*head, render_chunks_function(), render_template("cancel.bash", _subs())])
 
 
 def parse_cancel_output(text: str, benchmarks: Sequence[str]) -> CancelAnswer:

@@ -169,8 +169,8 @@ def derive(
             ids.append(JobId(ev.args[0]))
     # squeue was asked by job name; a run on two profiles of one Slurm cluster has twin chains
     # of that name, told apart by their working directory (the benchmark folder).
-    for job_id, queued in snap.squeue.items():
-        if queued.workdir == files.remote_dir and job_id not in ids:
+    for job_id in snap.queued_by_dir.get(files.remote_dir, ()):
+        if job_id not in ids:
             ids.append(job_id)
     # A successor the chain withdrew itself (the run finished or stopped) and that never ran
     # is bookkeeping, not history: leave it out of the jobs list.

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, TypeVar
 import typer
 
 from remote_chain import __version__
+from remote_chain.agent_cli import agent_app
 from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
 from remote_chain.jobscripts import RENDER_RUN_ID
 
@@ -399,10 +400,15 @@ def submit(
                     dry_run=dry_run,
                 )
             )
-        from remote_chain import render as views  # noqa: PLC0415 - start-up time
 
-        bundles = views.describe_bundles(result.bundles) if dry_run else []
-        inv.emit(result.to_json(), lambda: views.submit_view(result, bundles))
+        def view() -> RenderableType:
+            # Imported only for the table: rich costs --json ~15 ms (issue 13, P9).
+            from remote_chain import render as views  # noqa: PLC0415
+
+            bundles = views.describe_bundles(result.bundles) if dry_run else []
+            return views.submit_view(result, bundles)
+
+        inv.emit(result.to_json(), view)
         codes = _report_failures(result.failures)
         codes += [1 for s in result.submissions if s.error is not None]
         return combine(codes)
@@ -922,6 +928,9 @@ def clusters(ctx: typer.Context, json_output: JsonOpt = False) -> None:
     _guard(ctx, json_output, body)
 
 
+app.add_typer(agent_app, name="agent")  # the persistent connection (agent_cli.py)
+
+
 runs_app = typer.Typer(
     name="runs",
     help="List the runs of the local index; forget or prune them.",
@@ -1061,8 +1070,40 @@ def completion(
 
 
 def main() -> None:
-    """The console script ``remote-chain``."""
+    """The console script ``remote-chain``: ``run_cli``, then a fast exit (``_exit_now``)."""
+    try:
+        run_cli()
+    except SystemExit as done:
+        _exit_now(done)
+
+
+def run_cli() -> None:
+    """The command line; raises SystemExit with the exit code, like click's own ``main``.
+
+    For callers that go on after it (tests inspecting the process): ``main`` never returns.
+    """
     from remote_chain.completion import prepare  # noqa: PLC0415 - a small module
 
     prepare()
     app(prog_name=PROG)
+
+
+def _exit_now(done: SystemExit) -> NoReturn:
+    """Exit without the interpreter's teardown once everything is written.
+
+    Tearing down ~700 imported modules (asyncssh, cryptography, pydantic, structlog) costs a
+    cold command 60-80 ms after its work is done (issue 13, P9). By now the event loop is
+    closed, files are closed by their ``with`` blocks and every log record was flushed by its
+    handler; stdout and stderr are flushed here. Anything unusual takes the normal exit.
+    """
+    code = done.code
+    if code is None:
+        code = 0
+    if not isinstance(code, int) or isinstance(code, bool):
+        raise done
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        raise done from None
+    os._exit(code)

@@ -47,7 +47,7 @@ from remote_chain.bundle import (
 from remote_chain.chainstatus import ChainStateName, ChainStatus, derive, time_limits
 from remote_chain.config import ClusterProfile
 from remote_chain.doctor import DoctorReport, read_doctor
-from remote_chain.durations import format_duration
+from remote_chain.durations import format_duration, parse_persist
 from remote_chain.errors import (
     CommandFailedError,
     ConfigError,
@@ -130,6 +130,9 @@ def endpoint_for(profile: ClusterProfile, settings: Settings) -> Endpoint:
         keepalive_interval=settings.keepalive_interval,
         max_channels=settings.max_channels,
         max_output_bytes=settings.max_output_bytes,
+        persist=parse_persist(settings.persist) if settings.persist else profile.persist,
+        agent_dir=settings.state_home() / "agent",
+        watch=(profile.source,),
     )
 
 

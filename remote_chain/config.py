@@ -47,7 +47,7 @@ from pydantic import (
     model_validator,
 )
 
-from remote_chain.durations import MAX_DURATION_S, format_duration, parse_duration
+from remote_chain.durations import MAX_DURATION_S, format_duration, parse_duration, parse_persist
 from remote_chain.errors import ConfigError
 from remote_chain.models import NAME_RE
 from remote_chain.yamlload import MAX_YAML_BYTES, load_yaml_lines
@@ -172,7 +172,7 @@ Duration = Annotated[
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ResumableSpec(_Frozen):
@@ -626,6 +626,8 @@ class ClusterProfile(_Frozen):
     workdir: Annotated[StrictStr, AfterValidator(_workdir)]
     executor: Literal["slurm", "shell"] = "slurm"
     transport: Literal["asyncssh", "openssh"] = "asyncssh"
+    # Seconds the agent keeps the connection idle (issue 13, P8); 0: every command connects.
+    persist: Annotated[int, BeforeValidator(parse_persist)] = 0
     slurm: SlurmOptions = SlurmOptions()
     source: Path = IN_CODE
 
@@ -634,6 +636,10 @@ class ClusterProfile(_Frozen):
         if self.control_path is not None and self.transport != "openssh":
             raise _Problems(
                 [(("control_path",), 'only used with transport = "openssh"; set that too')]
+            )
+        if self.persist and self.transport == "openssh":
+            raise _Problems(
+                [(("persist",), 'only for transport = "asyncssh": a ControlMaster persists')]
             )
         return self
 

@@ -11,6 +11,7 @@ Only ``ValueError`` ever leaves ``parse_duration``: config validation turns it i
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 # A year is far beyond any partition's MaxTime; anything larger is a typo (or an attempt to
@@ -83,3 +84,29 @@ def format_duration(seconds: int) -> str:
     minutes, secs = divmod(rest, 60)
     clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
     return f"{days}-{clock}" if days else clock
+
+
+_PERSIST_RE = re.compile(r"([0-9]{1,7})([smhd])")
+_PERSIST_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+PERSIST_FORMS = '"90s", "10m", "2h", "1d", a Slurm duration, or "0"/"off" for none'
+
+
+def parse_persist(value: object) -> int:
+    """Seconds the persistent connection (``persist``, issue 13 P8) lives idle; 0 is off.
+
+    ``90s``, ``10m``, ``2h``, ``1d``, or any Slurm form (a bare number is minutes).
+    """
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in {"0", "off", "no", "false", ""}:
+            return 0
+        match = _PERSIST_RE.fullmatch(text)
+        if match:
+            seconds = int(match.group(1)) * _PERSIST_UNIT_S[match.group(2)]
+            if seconds > MAX_DURATION_S:
+                raise ValueError(f"{value!r} is longer than a year")
+            return seconds
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        with contextlib.suppress(ValueError):
+            return parse_duration(value)
+    raise ValueError(f"{value!r} is not a duration: use {PERSIST_FORMS}")

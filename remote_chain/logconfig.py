@@ -26,8 +26,29 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import structlog
-from structlog.typing import EventDict, Processor, WrappedLogger
+
+def _import_structlog_without_rich() -> None:
+    """Import structlog with ``rich`` hidden, unless either is already imported.
+
+    ``import structlog`` imports ``structlog.dev`` and ``structlog.tracebacks``, which import
+    rich (~25 ms of a cold command's start, issue 13 P9) only to format tracebacks in log
+    records, which we render with ``plain_traceback`` anyway (``_renderer``). A ``None`` in
+    ``sys.modules`` makes ``import rich`` raise ImportError, structlog's own "rich is not
+    installed" path; it is removed at once, so tables still import rich when they need it.
+    """
+    if "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    sys.modules["rich"] = None  # type: ignore[assignment]
+    try:
+        import structlog  # noqa: F401, PLC0415
+    finally:
+        del sys.modules["rich"]
+
+
+_import_structlog_without_rich()
+
+import structlog  # noqa: E402 - after the rich-less import above
+from structlog.typing import EventDict, Processor, WrappedLogger  # noqa: E402
 
 LogFormat = Literal["console", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("console", "json")
@@ -86,7 +107,12 @@ class StderrHandler(logging.Handler):
 def _renderer(fmt: LogFormat, *, colors: bool) -> list[Processor]:
     if fmt == "json":
         return [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
-    return [structlog.dev.ConsoleRenderer(colors=colors)]
+    # plain_traceback always, whether or not rich was importable when structlog was imported.
+    return [
+        structlog.dev.ConsoleRenderer(
+            colors=colors, exception_formatter=structlog.dev.plain_traceback
+        )
+    ]
 
 
 def resolve_format(fmt: str | None) -> LogFormat:

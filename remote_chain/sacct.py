@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from remote_chain._template import render_template
 from remote_chain.models import JOB_ID_RE, JobId, SacctRecord, SlurmState
 
 # Fields asked of sacct, in order. JobIDRaw, not JobID: array tasks print "123_4" in JobID
@@ -19,6 +20,10 @@ SACCT_FIELDS = ("JobIDRaw", "State", "ElapsedRaw", "ExitCode", "Reason", "Start"
 # %Z, the working directory (our --chdir, <workdir>/<run_id>/<cluster>/<benchmark>), tells apart
 # the chains of one run on two profiles of one Slurm cluster, which share a job name.
 SQUEUE_FORMAT = "%i|%T|%r|%Z|%j"
+# Bytes of one comma-joined job-id or job-name list in a remote command line. Linux caps one
+# argument at MAX_ARG_STRLEN, 128 KiB; half of it leaves room for the rest of the line under
+# ARG_MAX (2 MiB or more on Linux) however many chunks a poll needs (issue 13, P7).
+MAX_LIST_ARG_BYTES = 64 * 1024
 
 _CANCELLED_BY = re.compile(r"^CANCELLED\s+by\s+(\d+)")
 
@@ -107,3 +112,8 @@ def parse_sbatch_parsable(text: str) -> JobId | None:
         if JOB_ID_RE.match(candidate):
             return JobId(candidate)
     return None
+
+
+def render_chunks_function() -> str:
+    """The bash function ``rc_chunks`` that cuts a list into MAX_LIST_ARG_BYTES arguments."""
+    return render_template("chunks.bash", {"__CHUNK__": str(MAX_LIST_ARG_BYTES)})

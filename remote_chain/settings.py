@@ -10,14 +10,20 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AfterValidator, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from remote_chain.durations import parse_persist
 from remote_chain.errors import ConfigError
 
 ENV_PREFIX = "REMOTE_CHAIN_"
+
+
+def _valid_persist(value: str) -> str:
+    parse_persist(value)  # raises ValueError, which names the value and the accepted forms
+    return value
 
 
 class Settings(BaseSettings):
@@ -58,6 +64,8 @@ class Settings(BaseSettings):
     # The prologue's accounting-lag window (spec: "retries the lookup for about a minute").
     lookup_timeout: int = Field(default=60, ge=1, le=3600)
     poll_interval: float = Field(default=30, gt=0)
+    # Overrides every profile's `persist` ("10m", "0" for off): the persistent connection.
+    persist: Annotated[str, AfterValidator(_valid_persist)] | None = None
     max_upload_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     # Most bytes one remote command may print, login-shell noise included (issue 14.4).
     max_output_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)

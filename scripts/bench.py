@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """remote-chain's benchmarks, side by side with the usual ways, on the real dev cluster.
 
-    scripts/bench [--quick] [--runs N] [--only p1,p2,p3,p4,p6,p10] [--json PATH]
+    scripts/bench [--quick] [--runs N] [--only p1,p2,p3,p4,p6,p7,p9,p10] [--json PATH]
 
 Needs the dev cluster (``scripts/dev-cluster up``, as root: the rig cancels jobs and reads
 accounting as root). Latency is emulated by delaying proxies on loopback (one process per
@@ -36,7 +36,7 @@ from benchlib.common import DELAYS_MS, Ctx  # noqa: E402
 from benchlib.rig import Rig  # noqa: E402
 from benchlib.stats import render_table  # noqa: E402
 
-SECTIONS = ("p6", "p1", "p2", "p3", "p4", "p10")
+SECTIONS = ("p6", "p1", "p9", "p2", "p3", "p4", "p7", "p10")
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -94,7 +94,7 @@ def main(argv: list[str]) -> int:
 
 
 def _sections(ctx: Ctx) -> list[tuple[str, Callable[[], None]]]:
-    from benchlib import deadhost, jobs, startup, status, submit  # noqa: PLC0415
+    from benchlib import cold, deadhost, jobs, scale, startup, status, submit  # noqa: PLC0415
 
     shims: list[Path] = []
 
@@ -136,9 +136,11 @@ def _sections(ctx: Ctx) -> list[tuple[str, Callable[[], None]]]:
     return [
         ("p6", lambda: startup.p6_startup(ctx)),
         ("p1", lambda: submit.p1_submit(ctx)),
+        ("p9", lambda: cold.p9_cold(ctx)),
         ("p2", p2),
         ("p3", p3),
         ("p4", lambda: jobs.p4_p5_links(ctx, shim_dir())),
+        ("p7", lambda: scale.p7_scale(ctx, startup.child)),
         ("p10", lambda: deadhost.p10_dead_host(ctx)),
     ]
 
@@ -210,7 +212,7 @@ def _child(args: list[str]) -> int:
             async with Orchestrator(
                 Settings(state_dir=Path(state)), clusters_dir=Path(folder)
             ) as rc:
-                result = await rc.status(run_id, clusters=[cluster], retry_lag=False)
+                result = await rc.status(run_id, clusters=cluster.split(","), retry_lag=False)
             doc["chains"] = len(result.chains)
 
         asyncio.run(poll())

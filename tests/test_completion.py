@@ -120,8 +120,8 @@ def test_completion_prints_a_script_calling_the_program_back(home: Path, shell: 
 def test_help_does_not_load_completion_or_rich() -> None:
     """--help imports none of rich, the runs, timeline or summary modules (P6 start-up time)."""
     code = (
-        "import sys\nfrom remote_chain.cli import main\ntry:\n    main()\nexcept SystemExit:\n"
-        "    pass\nprint(sorted(m for m in sys.modules if m.startswith(('rich',"
+        "import sys\nfrom remote_chain.cli import run_cli\ntry:\n    run_cli()\n"
+        "except SystemExit:\n    pass\nprint(sorted(m for m in sys.modules if m.startswith(('rich',"
         " 'remote_chain.summary', 'remote_chain.runs', 'remote_chain.timeline'))),"
         " file=sys.stderr)\n"
     )

@@ -95,6 +95,13 @@ async def open_remote(endpoint: Endpoint) -> Remote:
         from remote_chain.remote.openssh import OpensshRemote  # noqa: PLC0415
 
         return await OpensshRemote.open(endpoint)
+    # The persistent connection (issue 13, P8): through a running agent, or one started
+    # when the profile asks (persist); None means the direct path (any fallback is logged).
+    from remote_chain.remote.agent import open_via_agent  # noqa: PLC0415
+
+    through_agent = await open_via_agent(endpoint)
+    if through_agent is not None:
+        return through_agent
     from remote_chain.remote.ssh import SshRemote  # noqa: PLC0415
 
     return await SshRemote.open(endpoint)

@@ -41,3 +41,9 @@ class Endpoint:
     # Most bytes one command may print (stdout and stderr together): a login shell that floods
     # (an rc file printing endless output) must fail the command, not take the client's memory.
     max_output_bytes: int = 64 * 1024 * 1024
+    # The persistent connection (issue 13, P8): seconds an agent keeps it idle, 0 for none,
+    # and the per-user folder for its socket when $XDG_RUNTIME_DIR is unset.
+    persist: float = 0
+    agent_dir: Path | None = None
+    # Files whose change retires an agent: the profile (the known_hosts file is always watched).
+    watch: tuple[Path, ...] = ()

@@ -59,16 +59,32 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
     fi
   done
 done
+rc_sacct() {  # one SACCT line: the first non-zero exit status, every chunk's output
+  local chunk part r rc=0 out="" start
+  start=$(printf '%s\n' "${starts[@]}" | sort | head -n 1)
+  rc_chunks "${ids[@]}"
+  for chunk in "${rc_chunk_list[@]}"; do
+    part=$(command sacct -X --parsable2 --noheader --format=__SACCT_FIELDS__ --starttime "${start:-now-30days}" \
+      --endtime now --jobs "$chunk" 2>&1); r=$?
+    (( rc )) || rc=$r; out+=${out:+$'\n'}$part
+  done
+  printf 'SACCT\t%s\t%s\n' "$rc" "$(printf '%s' "$out" | base64 | tr -d '\n')"
+}
+rc_squeue() {  # one SQUEUE line, as rc_sacct
+  local chunk part r rc=0 out=""
+  rc_chunks "${names[@]}"
+  for chunk in "${rc_chunk_list[@]}"; do
+    part=$(command squeue --noheader --me --format='__SQUEUE_FORMAT__' --name="$chunk" 2>&1); r=$?
+    (( rc )) || rc=$r; out+=${out:+$'\n'}$part
+  done
+  printf 'SQUEUE\t%s\t%s\n' "$rc" "$(printf '%s' "$out" | base64 | tr -d '\n')"
+}
 if [[ $RC_EXECUTOR == slurm ]]; then
-  if (( ${#ids[@]} )); then
-    start=$(printf '%s\n' "${starts[@]}" | sort | head -n 1)
-    out=$(command sacct -X --parsable2 --noheader --format=__SACCT_FIELDS__ --starttime "${start:-now-30days}" \
-      --endtime now --jobs "$(IFS=,; echo "${ids[*]}")" 2>&1); rc=$?
-    printf 'SACCT\t%s\t%s\n' "$rc" "$(printf '%s' "$out" | base64 | tr -d '\n')"
-  fi
-  if (( ${#names[@]} )); then
-    out=$(command squeue --noheader --me --format='__SQUEUE_FORMAT__' --name="$(IFS=,; echo "${names[*]}")" 2>&1); rc=$?
-    printf 'SQUEUE\t%s\t%s\n' "$rc" "$(printf '%s' "$out" | base64 | tr -d '\n')"
-  fi
+  # sacct (slurmdbd) and squeue (slurmctld) run side by side: the exec takes the slower of
+  # the two, not their sum (issue 13, P9). The process substitution runs sacct at once;
+  # its line is read after squeue's.
+  if (( ${#ids[@]} )); then exec {rc_fd}< <(rc_sacct); fi
+  if (( ${#names[@]} )); then rc_squeue; fi
+  if [[ -n ${rc_fd:-} ]]; then cat <&"$rc_fd"; exec {rc_fd}<&-; fi
 fi
 printf 'DONE\n'

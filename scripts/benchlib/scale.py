@@ -1,0 +1,236 @@
+"""P7: one run of many chains over 10 cluster endpoints (10,000; 200 with ``--quick``).
+
+Ten profiles ``s1``...``s10``, each behind its own delaying proxy at 50 ms RTT, alternate
+between the dev cluster's two sshd ports (two Slurm controllers). Every benchmark is
+submitted held (``--hold``): nothing runs, nothing queues ahead of anyone, and every job is
+cancelled as root at the end. Measured:
+
+- the submit: one invocation, one exec per cluster; each cluster's exec time divided by its
+  benchmarks is the remote time per benchmark;
+- status of the whole run vs status of a 1-chain run on one of the same endpoints,
+  interleaved, execs per cluster per poll, and the largest exec request sent;
+- the client's peak RSS for one status poll over every cluster (a child process);
+- ``wait`` on the whole run for a bounded time: its polls back off (2, 4, 8 ... s) and the
+  client CPU of each poll (``time.process_time`` between polls: sleeping costs none).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchlib.common import Ctx, Disturbed, retried, slurm_ids, status_now, submit_now, write_config
+from benchlib.probe import Probe
+from benchlib.stats import Row, Summary, Verdict, seconds
+from remote_chain.orchestrator import Orchestrator, StatusResult, WaitTimeout
+
+ENDPOINTS = 10
+CHAINS, QUICK_CHAINS = 10_000, 200
+DELAY_MS = 25.0  # one way: 50 ms RTT
+STATUS_RATIO = 3.0
+RSS_TARGET_MIB = 200.0
+WAIT_S, QUICK_WAIT_S = 16.0, 7.0
+
+
+def _profiles(ctx: Ctx) -> tuple[Path, list[str]]:
+    rig = ctx.rig
+    ports = [rig.dev.ssh_port["local"], rig.dev.ssh_port["local2"]]
+    folder = ctx.tmp / "p7"
+    names = []
+    for i in range(1, ENDPOINTS + 1):
+        proxy = rig.start_proxy(ports[(i - 1) % 2], DELAY_MS)
+        rig.write_profile(folder, f"s{i}", proxy.port)
+        names.append(f"s{i}")
+    return folder, names
+
+
+def _slurm_cluster(ctx: Ctx, name: str) -> str:
+    """The Slurm cluster behind profile ``s<i>`` (odd: local, even: local2)."""
+    return "local" if int(name[1:]) % 2 else "local2"
+
+
+def p7_scale(ctx: Ctx, child: Callable[[list[str]], dict[str, object]]) -> None:
+    chains = QUICK_CHAINS if ctx.quick else CHAINS
+    per = chains // ENDPOINTS
+    folder, names = _profiles(ctx)
+    config = write_config(
+        ctx.tmp / "p7.yaml", [f"c{i:05d}" for i in range(per)], extra_args=["--hold"]
+    )
+    one = write_config(ctx.tmp / "p7-one.yaml", ["c0"], extra_args=["--hold"])
+    ctx.progress(f"P7: submitting {chains} held chains ({per} per cluster, {ENDPOINTS} clusters)")
+    probe = Probe()
+    timed, big = retried(ctx, "P7 submit", submit_now, ctx, folder, names, config, probe)
+    by_cluster: dict[str, list[str]] = {}
+    for s in big.submissions:
+        if s.job_id:
+            by_cluster.setdefault(_slurm_cluster(ctx, s.cluster), []).append(s.job_id)
+    for cluster, ids in by_cluster.items():
+        ctx.rig.track(cluster, ids)
+    try:
+        _measure(ctx, child, _Run(folder, names, per, timed.wall, probe, big.run_id, one))
+    finally:
+        for cluster, ids in by_cluster.items():  # free the shared controllers at once
+            ctx.rig.scancel(cluster, ids)
+
+
+@dataclass(frozen=True)
+class _Run:
+    folder: Path
+    names: list[str]
+    per: int
+    submit_wall: float
+    probe: Probe
+    run_id: str
+    one: Path
+
+
+def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Run) -> None:
+    folder, names, per, probe, run_id = run.folder, run.names, run.per, run.probe, run.run_id
+    submit_wall, one = run.submit_wall, run.one
+    chains = per * len(names)
+    execs = probe.of("exec")
+    per_cluster = {n: sum(1 for e in execs if e.cluster == n) for n in names}
+    per_bench = Summary.of([e.seconds / per for e in execs])
+    ctx.rows.append(
+        Row(
+            "p7.submit",
+            f"P7 submit {chains} held chains, {per} per cluster over {len(names)} (50 ms RTT)",
+            f"{submit_wall:.1f} s; remote time per benchmark {per_bench.median * 1000:.1f} ms "
+            f"[{per_bench.min * 1000:.1f}-{per_bench.max * 1000:.1f}]",
+            baseline=f"execs per cluster: {sorted(set(per_cluster.values()))}",
+            target="1 exec per cluster",
+            met=all(v == 1 for v in per_cluster.values()),
+            data={"wall": submit_wall, "per_benchmark": per_bench.to_json(), "execs": per_cluster},
+        )
+    )
+    _, small = retried(ctx, "P7 submit one", submit_now, ctx, folder, [names[0]], one)
+    ctx.rig.track(_slurm_cluster(ctx, names[0]), slurm_ids(small))
+
+    big_t, one_t, polls, sent, slowest, busy = [], [], [], [], [], []
+    for rnd in range(ctx.runs + 1):
+        ctx.progress(f"P7 status: round {rnd}/{ctx.runs}" + (" (warm-up)" if rnd == 0 else ""))
+        # No cluster named: the run's own index names all ten.
+        p_all = Probe()
+        t_all, result = retried(ctx, "P7 status all", _status_all, ctx, folder, run_id, p_all)
+        if len(result.chains) != chains or result.failures:
+            raise Disturbed(f"status saw {len(result.chains)} chains, {result.failures}")
+        t_one, _ = retried(
+            ctx, "P7 status one", status_now, ctx, folder, names[0], small.run_id, Probe()
+        )
+        if rnd:
+            big_t.append(t_all.wall)
+            one_t.append(t_one.wall)
+            by = {}
+            for e in p_all.of("exec"):
+                by[e.cluster] = by.get(e.cluster, 0) + 1
+            polls.append(max(by.values()))
+            sent.append(max(e.sent for e in p_all.of("exec")))
+            # The login nodes' side: the slowest cluster's exec, and all ten execs' time
+            # together (here the ten "login nodes" share this machine's cores).
+            slowest.append(max(e.seconds for e in p_all.of("exec")))
+            busy.append(sum(e.seconds for e in p_all.of("exec")))
+    ratio = Summary.of([b / o for b, o in zip(big_t, one_t, strict=True)])
+    b, o = Summary.of(big_t), Summary.of(one_t)
+    ctx.rows.append(
+        Row(
+            "p7.status",
+            f"P7 status of {chains} chains over {len(names)} clusters vs 1 chain (50 ms RTT)",
+            f"{seconds(b)} vs {seconds(o)}",
+            ratio=f"{ratio.median:.2f}x",
+            baseline=f"execs per cluster per poll: {sorted(set(polls))}; "
+            f"largest exec request {max(sent)} bytes; slowest exec "
+            f"{Summary.of(slowest).median:.3f} s, all execs {Summary.of(busy).median:.2f} s",
+            target=f"<= {STATUS_RATIO:g}x; 1 exec",
+            met=ratio.median <= STATUS_RATIO and set(polls) == {1},
+            data={
+                "big": b.to_json(),
+                "one": o.to_json(),
+                "ratio": ratio.to_json(),
+                "slowest_exec": Summary.of(slowest).to_json(),
+                "exec_seconds_summed": Summary.of(busy).to_json(),
+            },
+        )
+    )
+    ctx.verdicts.append(
+        Verdict(
+            f"P7 status of {chains} chains <= {STATUS_RATIO:g}x a 1-chain run, 1 exec per cluster",
+            ratio.median <= STATUS_RATIO and set(polls) == {1},
+            f"{ratio.median:.2f}x ({b.median:.3f} s vs {o.median:.3f} s, paired median of "
+            f"{ratio.n}); execs per cluster per poll {sorted(set(polls))}",
+        )
+    )
+    doc = child(["status", str(folder), ",".join(names), run_id, str(ctx.tmp / "state")])
+    kib = doc["peak_rss_kib"]
+    assert isinstance(kib, int)
+    ctx.rows.append(
+        Row(
+            "p7.rss",
+            f"P7 client peak RSS, one status poll over {chains} chains (child process)",
+            f"{kib / 1024:.1f} MiB",
+            target=f"<= {RSS_TARGET_MIB:g} MiB",
+            met=kib / 1024 <= RSS_TARGET_MIB,
+            data=doc,
+        )
+    )
+    ctx.verdicts.append(
+        Verdict(
+            f"P7 client peak RSS <= {RSS_TARGET_MIB:g} MiB",
+            kib / 1024 <= RSS_TARGET_MIB,
+            f"{kib / 1024:.1f} MiB for one status poll over {chains} chains",
+        )
+    )
+    _wait(ctx, folder, run_id, chains)
+
+
+async def _status_all_async(ctx: Ctx, folder: Path, run_id: str, probe: Probe) -> StatusResult:
+    async with Orchestrator(ctx.settings(), clusters_dir=folder, opener=probe.open) as rc:
+        return await rc.status(run_id, retry_lag=False)
+
+
+class _Timed:
+    def __init__(self, wall: float) -> None:
+        self.wall = wall
+
+
+def _status_all(ctx: Ctx, folder: Path, run_id: str, probe: Probe) -> tuple[_Timed, StatusResult]:
+    t0 = time.monotonic()
+    result = asyncio.run(_status_all_async(ctx, folder, run_id, probe))
+    return _Timed(time.monotonic() - t0), result
+
+
+def _wait(ctx: Ctx, folder: Path, run_id: str, chains: int) -> None:
+    limit = QUICK_WAIT_S if ctx.quick else WAIT_S
+    ctx.progress(f"P7 wait: polling {chains} held chains for {limit:g} s")
+    stamps: list[tuple[float, float]] = []  # (monotonic, process CPU) at each poll's end
+    probe = Probe()
+
+    async def run() -> None:
+        async with Orchestrator(ctx.settings(), clusters_dir=folder, opener=probe.open) as rc:
+            start = (time.monotonic(), time.process_time())
+            stamps.append(start)
+            with contextlib.suppress(WaitTimeout):
+                await rc.wait(
+                    run_id,
+                    timeout=limit,
+                    on_poll=lambda _r: stamps.append((time.monotonic(), time.process_time())),
+                )
+
+    asyncio.run(run())
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(stamps)]
+    cpu = Summary.of([b[1] - a[1] for a, b in itertools.pairwise(stamps)])
+    execs = len(probe.of("exec"))
+    ctx.rows.append(
+        Row(
+            "p7.wait",
+            f"P7 wait on {chains} chains: client CPU per poll; poll starts (s from the first)",
+            seconds(cpu),
+            baseline="polls ended at (s) "
+            + ", ".join(f"{sum(gaps[:i]):.1f}" for i in range(len(gaps))),
+            data={"cpu": cpu.to_json(), "gaps": gaps, "execs": execs, "polls": len(gaps)},
+        )
+    )

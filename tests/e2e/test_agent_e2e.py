@@ -1,0 +1,100 @@
+"""The persistent connection against the real dev cluster (issue 13, P8): a real agent
+process over real sshd gives the same status JSON as the direct path, and an agent killed
+mid-command is a ConnectError after which the command's session goes direct."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+from pathlib import Path
+
+import anyio
+import pytest
+
+from remote_chain.cluster import endpoint_for
+from remote_chain.config import find_profile
+from remote_chain.errors import ConnectError
+from remote_chain.orchestrator import Orchestrator
+from remote_chain.remote import agent, open_remote
+from remote_chain.settings import Settings
+from tests import devcluster
+from tests.e2e.conftest import write_config, write_profile
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+CLUSTER = "local"
+
+
+def _endpoint(folder: Path, state: Path) -> agent.Endpoint:
+    settings = Settings(state_dir=state)
+    return endpoint_for(find_profile(CLUSTER, clusters_dirs=[folder]), settings)
+
+
+def test_status_json_is_the_same_through_the_agent(
+    dev: devcluster.DevCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """persist set: the first command starts the agent; status JSON equals the direct one."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    direct_dir = tmp_path / "direct"
+    kept_dir = tmp_path / "kept"
+    write_profile(dev, CLUSTER, direct_dir)
+    write_profile(dev, CLUSTER, kept_dir, top={"persist": "2m"})
+    config = write_config(
+        tmp_path, {"c0": {"command": "true", "slurm": {"extra_args": ["--hold"]}}}
+    )
+    state = tmp_path / "state"
+
+    async def flow() -> tuple[object, object, int]:
+        async with Orchestrator(Settings(state_dir=state), clusters_dir=direct_dir) as rc:
+            submitted = await rc.submit(config, [CLUSTER])
+        # Right after a submit the job's details still settle (accounting lag, the hold's
+        # reason): compare polls taken back to back until two agree, a few times at most.
+        for _ in range(5):
+            async with Orchestrator(Settings(state_dir=state), clusters_dir=direct_dir) as rc:
+                direct = await rc.status(submitted.run_id, clusters=[CLUSTER])
+            async with Orchestrator(Settings(state_dir=state), clusters_dir=kept_dir) as rc:
+                kept = await rc.status(submitted.run_id, clusters=[CLUSTER])
+            if kept.to_json() == direct.to_json():
+                break
+            await anyio.sleep(1)
+        answer = await agent.request(agent.socket_path(_endpoint(kept_dir, state)), {"op": "ping"})
+        assert answer is not None
+        pid = int(answer["pid"])
+        devcluster.slurm(CLUSTER, "scancel", *[s.job_id for s in submitted.submissions if s.job_id])
+        return direct.to_json(), kept.to_json(), pid
+
+    direct, kept, pid = anyio.run(flow, backend="asyncio")
+    try:
+        assert kept == direct
+    finally:
+        os.kill(pid, signal.SIGTERM)
+
+
+def test_agent_killed_mid_command(
+    dev: devcluster.DevCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL to the agent while a command runs: ConnectError; the next command goes direct."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    folder = tmp_path / "kept"
+    write_profile(dev, CLUSTER, folder, top={"persist": "2m"})
+    endpoint = dataclasses.replace(_endpoint(folder, tmp_path / "state"), command_timeout=60)
+
+    async def flow() -> tuple[str, bool]:
+        async with await open_remote(endpoint) as remote:
+            assert isinstance(remote, agent.AgentRemote)
+            answer = await agent.request(agent.socket_path(endpoint), {"op": "ping"})
+            assert answer is not None
+
+            async def kill_soon() -> None:
+                await anyio.sleep(1.0)
+                os.kill(int(answer["pid"]), signal.SIGKILL)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(kill_soon)
+                with pytest.raises(ConnectError, match="went away"):
+                    await remote.run("sleep 5; echo late")
+            after = await remote.run("echo direct")
+            return after.stdout, agent.socket_path(endpoint).exists()
+
+    stdout, _ = anyio.run(flow, backend="asyncio")
+    assert stdout == "direct\n"

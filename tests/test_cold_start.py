@@ -1,0 +1,62 @@
+"""A cold command's start-up (issue 13, P9): what the CLI and logging import, and the exit
+without interpreter teardown keeping every byte and the exit code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HEAVY = ("asyncssh", "rich", "yaml", "pydantic", "structlog")
+
+
+def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+
+
+def _imported(statement: str) -> list[str]:
+    code = f"import sys\n{statement}\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules))"
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    return list(eval(done.stdout))  # noqa: S307 - our own printed list
+
+
+def test_the_cli_module_imports_nothing_heavy() -> None:
+    """Importing the CLI (what --help needs) imports none of the heavy libraries."""
+    assert _imported("import remote_chain.cli") == []
+
+
+def test_logging_imports_structlog_without_rich() -> None:
+    """Configuring logs imports structlog but not rich (tables import it when they need it)."""
+    assert _imported("import remote_chain.logconfig") == ["structlog"]
+    assert "rich" in _imported("import remote_chain.logconfig, rich.console")
+
+
+def test_config_loading_imports_no_yaml_until_a_yaml_is_read() -> None:
+    """Profiles (TOML) load without PyYAML; status never reads YAML."""
+    assert "yaml" not in _imported("import remote_chain.config")
+
+
+def test_main_exits_with_the_code_and_flushed_output() -> None:
+    """main() skips the teardown but keeps stdout, stderr and the exit code."""
+    run = "from remote_chain.cli import main; main()"
+    version = _python(run, "--version")
+    assert version.returncode == 0
+    assert version.stdout.startswith("remote-chain ")
+    usage = _python(run, "status", "--no-such-option")
+    assert usage.returncode == 2
+    assert "no-such-option" in usage.stderr
+    bad = _python(
+        run, "--clusters-dir", "/nonexistent-dir", "status", "rc-x", "-c", "nope", "--json"
+    )
+    assert bad.returncode == 2
+    assert '"errors"' in bad.stdout

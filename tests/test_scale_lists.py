@@ -1,0 +1,119 @@
+"""At 10,000 chains no argument of a remote command may exceed Linux's MAX_ARG_STRLEN
+(128 KiB): the status and cancel scripts cut job-id and job-name lists into chunks
+(issue 13, P7). Run by bash with stub ``sacct``/``squeue`` that refuse any longer argument."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from remote_chain.actions import parse_cancel_output, render_cancel_script
+from remote_chain.remote.markers import wrap
+from remote_chain.sacct import MAX_LIST_ARG_BYTES, render_chunks_function
+from remote_chain.script import CANCEL_MARKER, CHAIN_FILE
+from remote_chain.snapshot import Snapshot, Target, parse_status_output, render_status_script
+
+MAX_ARG_STRLEN = 128 * 1024
+RUN_ID = "rc-20261130T000000Z-abcdef"
+CHAINS = 10_000
+# Enough chains that their names (33 bytes each) overflow one argument unchunked.
+CANCEL_CHAINS = 4_500
+
+# Each stub logs its argv lengths, refuses (like execve's E2BIG) any argument over
+# MAX_ARG_STRLEN, and answers for what it was asked: sacct a PENDING row per job id,
+# squeue a PENDING row per job name (cancel's own stub prints nothing: nothing queued).
+_SACCT = r"""#!/bin/bash
+for a in "$@"; do (( ${#a} <= __MAX__ )) || { echo "argument of ${#a} bytes" >&2; exit 7; }; done
+echo "sacct" >> "$RC_STUB_LOG"
+while (( $# )); do [[ $1 == --jobs ]] && jobs=$2; shift; done
+IFS=, read -r -a ids <<< "$jobs"
+for id in "${ids[@]}"; do printf '%s|PENDING|0|0:0|JobHeldUser|Unknown|Unknown\n' "$id"; done
+"""
+_SQUEUE = r"""#!/bin/bash
+for a in "$@"; do (( ${#a} <= __MAX__ )) || { echo "argument of ${#a} bytes" >&2; exit 7; }; done
+echo "squeue" >> "$RC_STUB_LOG"
+[[ -n ${RC_STUB_QUIET:-} ]] && exit 0
+for a in "$@"; do [[ $a == --name=* ]] && names=${a#--name=}; done
+IFS=, read -r -a list <<< "$names"
+for n in "${list[@]}"; do
+  printf '%s|PENDING|JobHeldUser|%s|%s\n' "$((200000 + 10#${n##*chain}))" "$RC_RUN_DIR/${n#*:}" "$n"
+done
+"""
+
+
+def _stubs(tmp: Path) -> dict[str, str]:
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    for name, text in {"sacct": _SACCT, "squeue": _SQUEUE}.items():
+        path = bin_dir / name
+        path.write_text(text.replace("__MAX__", str(MAX_ARG_STRLEN)))
+        path.chmod(0o755)
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "RC_STUB_LOG": str(tmp / "calls.log"),
+        "LC_ALL": "C.UTF-8",
+    }
+
+
+def _run(script: str, env: dict[str, str]) -> str:
+    wrapped, nonce = wrap(script)
+    proc = subprocess.run(
+        ["bash", "-s"], input=wrapped.encode(), capture_output=True, timeout=300, env=env
+    )
+    text = proc.stdout.decode()
+    begin = f"__REMOTE_CHAIN_BEGIN_{nonce}\n"
+    return text[text.index(begin) + len(begin) : text.index(f"\n__REMOTE_CHAIN_END_{nonce}")]
+
+
+def _run_dir(tmp: Path, chains: int = CHAINS) -> Path:
+    run_dir = tmp / RUN_ID
+    for i in range(chains):
+        bench = run_dir / f"chain{i:05d}"
+        bench.mkdir(parents=True)
+        (bench / "job.sh").write_text("#!/bin/bash\n")
+        (bench / CHAIN_FILE).write_text(f"{100000 + i}\n")
+    return run_dir
+
+
+def test_chunks_stay_under_the_limit_and_keep_every_item() -> None:
+    """rc_chunks cuts 10,000 names into arguments of at most MAX_LIST_ARG_BYTES, losing none."""
+    names = [f"{RUN_ID}:chain{i:05d}" for i in range(CHAINS)]
+    script = render_chunks_function() + '\nrc_chunks "$@"\nprintf "%s\\n" "${rc_chunk_list[@]}"\n'
+    proc = subprocess.run(
+        ["bash", "-c", script, "bash", *names], capture_output=True, text=True, check=True
+    )
+    chunks = proc.stdout.splitlines()
+    assert len(chunks) > 1
+    assert all(len(c.encode()) <= MAX_LIST_ARG_BYTES for c in chunks)
+    assert [n for c in chunks for n in c.split(",")] == names
+
+
+def test_status_of_10000_chains_asks_in_chunks(tmp_path: Path) -> None:
+    """Status of 10,000 chains: every job id and name reaches sacct and squeue, in chunks."""
+    run_dir = _run_dir(tmp_path)
+    env = {**_stubs(tmp_path), "RC_RUN_DIR": str(run_dir)}
+    targets = [Target(RUN_ID, str(run_dir))]
+    snap: Snapshot = parse_status_output(_run(render_status_script(targets), env), targets)
+    assert snap.sacct_ok, snap.sacct_error
+    assert snap.squeue_ok
+    assert len(snap.runs[0].chains) == CHAINS
+    assert len(snap.sacct) == CHAINS
+    assert len(snap.squeue) == CHAINS
+    calls = (tmp_path / "calls.log").read_text().split()
+    assert calls.count("sacct") >= 2
+    assert calls.count("squeue") >= 2
+
+
+def test_cancel_of_4500_chains_asks_squeue_in_chunks(tmp_path: Path) -> None:
+    """Cancel of 4,500 chains marks each one and reads the queue in chunks of names."""
+    run_dir = _run_dir(tmp_path, CANCEL_CHAINS)
+    env = {**_stubs(tmp_path), "RC_RUN_DIR": str(run_dir), "RC_STUB_QUIET": "1"}
+    out = _run(render_cancel_script(RUN_ID, str(run_dir), []), env)
+    answer = parse_cancel_output(out, [f"chain{i:05d}" for i in range(CANCEL_CHAINS)])
+    assert not answer.errors
+    assert not answer.left
+    assert all((run_dir / f"chain{i:05d}" / CANCEL_MARKER).exists() for i in range(CANCEL_CHAINS))
+    calls = (tmp_path / "calls.log").read_text().split()
+    assert calls.count("squeue") >= 2
