@@ -1,13 +1,23 @@
 """PURE: the spec's decision table (resumable-runs.md, "What the next job does") as data.
 
-``decide()`` is the only place the chaining rules live. The bash prologue that runs on the
-cluster is *generated* from ``STATE_OUTCOMES`` and ``RULES`` (see ``script.py``), and the
-prologue is run under stub Slurm commands against ``decide()`` for every state, so the two
-cannot drift.
+``decide()`` is the only place the chaining rules live. It interprets four tables, and the
+prologue's ``rc_decide`` that runs on the cluster is *generated* from the same four (see
+``script.render_decide``), so bash holds only the I/O around them:
+
+1. ``GUARDS``: facts checked before the table, in order (cancel marker, lease, requeue).
+2. ``STATE_OUTCOMES`` / ``END_OUTCOMES``: which row a predecessor falls in, from its Slurm
+   state, else from its own end record (``SIGNALLED_OVERRIDES``: a signalled end turns a
+   FAILED row into the TIMEOUT row).
+3. ``RULES``: per row, the action and which counters it moves.
+4. ``LIMITS``: the caps checked after the counters moved, in order.
+
+The prologue is run under stub Slurm commands against ``decide()`` for every state
+(tests/test_prologue.py): the proof that the generated bash and this module agree.
 """
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from remote_chain.models import (
@@ -16,6 +26,7 @@ from remote_chain.models import (
     Action,
     ChainState,
     Decision,
+    EndRecord,
     Outcome,
     Predecessor,
     ResumePolicy,
@@ -23,13 +34,41 @@ from remote_chain.models import (
 )
 
 
+class Fact(enum.StrEnum):
+    """What the prologue knows before it reads the table; each one a 0/1 in bash."""
+
+    CANCEL_REQUESTED = "cancel_requested"  # the marker `remote-chain cancel` leaves
+    LEASE_HELD = "lease_held"  # another live link holds the runner lease
+    RESTARTED = "restarted"  # this very job id is already in the chain: Slurm requeued it
+    PREDECESSOR_QUEUED = "predecessor_queued"  # squeue holds the predecessor again
+
+
+@dataclass(frozen=True)
+class Guard:
+    fact: Fact
+    action: Action
+    message: str
+
+
+# Checked in this order; the first that holds decides, and nothing is counted. The lease comes
+# before the restart: a requeued link whose successor already carries the chain must yield
+# (refinement "one runner at a time").
+GUARDS: tuple[Guard, ...] = (
+    Guard(Fact.CANCEL_REQUESTED, Action.STOP_CANCELLED, "cancel marker"),
+    Guard(Fact.LEASE_HELD, Action.YIELD, "another link of the chain holds the runner lease"),
+    Guard(Fact.RESTARTED, Action.RESTART, "requeued: bookkeeping done by the first run"),
+    Guard(Fact.PREDECESSOR_QUEUED, Action.YIELD, "predecessor requeued"),
+)
+
+
 @dataclass(frozen=True)
 class Rule:
-    """One row of the table: the action, and whether the row spends a retry or checks the cap."""
+    """One row of the table: the action, and which counters the row moves or checks."""
 
     action: Action
     counts_retry: bool = False
     checks_walltime: bool = False
+    counts_unknown: bool = False  # a row no source could tell: one more unknown link in a row
 
 
 # Spec table, one entry per row. Only rows that start a runner check the walltime cap: the
@@ -37,12 +76,49 @@ class Rule:
 # "walltime cap never overrun"), so accumulated >= cap always stops.
 RULES: dict[Outcome, Rule] = {
     Outcome.FIRST: Rule(Action.START, checks_walltime=True),
-    Outcome.NOT_VISIBLE: Rule(Action.RESUME, checks_walltime=True),
+    Outcome.NOT_VISIBLE: Rule(Action.RESUME, checks_walltime=True, counts_unknown=True),
     Outcome.COMPLETED: Rule(Action.EXIT_SUCCESS),
     Outcome.CANCELLED: Rule(Action.STOP_CANCELLED),
     Outcome.INFRA: Rule(Action.RESUME, checks_walltime=True),
     Outcome.FAILED: Rule(Action.RESUME, counts_retry=True, checks_walltime=True),
 }
+
+
+class Counter(enum.StrEnum):
+    RETRIES = "retries"
+    UNKNOWN_LINKS = "unknown_links"
+    WALLTIME = "walltime"
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A cap checked after the counters moved: ``counter > bound`` (``>=`` when ``at``)."""
+
+    counter: Counter
+    when: str  # the Rule flag that makes the row subject to this cap
+    bound: str  # the ResumePolicy field (None: no cap)
+    action: Action
+    message: str  # {value} and {bound} are filled in
+    at: bool = False
+
+
+LIMITS: tuple[Limit, ...] = (
+    Limit(
+        Counter.RETRIES, "counts_retry", "max_retries", Action.EXIT_ERROR,
+        "max_retries ({bound}) exceeded",
+    ),
+    # Issue 9 class 6: accounting off or down for long, a runner failing at once would loop
+    # with no retry spent; only links whose predecessor NO source knew count, in a row.
+    Limit(
+        Counter.UNKNOWN_LINKS, "counts_unknown", "max_unknown_links", Action.EXIT_ERROR,
+        "predecessor state unknown to sacct, slurmctld and its end record "
+        "{value} links in a row (cap {bound})",
+    ),
+    Limit(
+        Counter.WALLTIME, "checks_walltime", "max_walltime_s", Action.STOP_WALLTIME,
+        "max_walltime reached ({value}s >= {bound}s)", at=True,
+    ),
+)  # fmt: skip
 
 
 def _state_outcome(state: SlurmState) -> Outcome:
@@ -60,14 +136,40 @@ def _state_outcome(state: SlurmState) -> Outcome:
 # Every state's row, for the bash generator (a `case` over sacct's first word).
 STATE_OUTCOMES: dict[SlurmState, Outcome] = {s: _state_outcome(s) for s in SlurmState}
 
+# When neither sacct nor slurmctld knows the predecessor, its own end record tells the row.
+END_OUTCOMES: dict[EndRecord, Outcome] = {
+    EndRecord.OK: Outcome.COMPLETED,
+    EndRecord.ERROR: Outcome.FAILED,
+    EndRecord.SIGNALLED: Outcome.INFRA,
+}
+# Refinement "checkpoint signals": a link that ended on a warning signal, the time limit or
+# preemption exits non-zero (sacct: FAILED) but its own record says signalled: the TIMEOUT row.
+SIGNALLED_OVERRIDES: frozenset[Outcome] = frozenset({Outcome.FAILED})
+
+
+def facts(predecessor: Predecessor | None, chain: ChainState) -> dict[Fact, bool]:
+    """The guards' inputs, as the prologue computes them from files and squeue."""
+    return {
+        Fact.CANCEL_REQUESTED: chain.cancel_requested,
+        Fact.LEASE_HELD: chain.lease_held,
+        Fact.RESTARTED: chain.self_job_id is not None and chain.self_job_id in chain.job_ids,
+        Fact.PREDECESSOR_QUEUED: predecessor is not None
+        and predecessor.in_queue
+        and (predecessor.state is None or predecessor.state in NON_TERMINAL_STATES),
+    }
+
 
 def classify(predecessor: Predecessor | None, chain: ChainState, policy: ResumePolicy) -> Outcome:
     """Which row of the table applies."""
     if predecessor is None:
         return Outcome.FIRST
-    if predecessor.state is None:
-        return Outcome.NOT_VISIBLE
-    outcome = STATE_OUTCOMES[predecessor.state]
+    outcome = (
+        Outcome.NOT_VISIBLE if predecessor.state is None else STATE_OUTCOMES[predecessor.state]
+    )
+    if outcome is Outcome.NOT_VISIBLE and predecessor.end is not None:
+        outcome = END_OUTCOMES[predecessor.end]
+    if predecessor.end is EndRecord.SIGNALLED and outcome in SIGNALLED_OVERRIDES:
+        outcome = Outcome.INFRA
     if outcome is Outcome.CANCELLED and not _cancel_stops(predecessor, chain, policy):
         return Outcome.INFRA  # an admin's cancel used as preemption, by policy
     return outcome
@@ -85,53 +187,40 @@ def _cancel_stops(predecessor: Predecessor, chain: ChainState, policy: ResumePol
 def decide(predecessor: Predecessor | None, chain: ChainState, policy: ResumePolicy) -> Decision:
     """Decide what this job does, from its predecessor's final state and the chain's files."""
     walltime, retries = chain.accumulated_walltime_s, chain.infra_retries
+    unknown = chain.unknown_links
 
-    # A cancel marker written by `remote-chain cancel` wins over everything (refinement).
-    if chain.cancel_requested:
-        return Decision(Action.STOP_CANCELLED, None, walltime, retries, message="cancel marker")
-    # Requeued (same job id already recorded): the bookkeeping was done by the first run.
-    if chain.self_job_id is not None and chain.self_job_id in chain.job_ids:
-        return Decision(Action.RESTART, None, walltime, retries, _budget(walltime, policy))
-    # Started although the predecessor is back in the queue (its requeue fired our
-    # afternotok dependency): the predecessor still owns the chain.
-    if (
-        predecessor is not None
-        and predecessor.in_queue
-        and (predecessor.state is None or predecessor.state in NON_TERMINAL_STATES)
-    ):
-        return Decision(Action.YIELD, None, walltime, retries, message="predecessor requeued")
+    known = facts(predecessor, chain)
+    for guard in GUARDS:
+        if known[guard.fact]:
+            budget = _budget(walltime, policy) if guard.action.runs else None
+            return Decision(guard.action, None, walltime, retries, budget, guard.message,
+                            unknown_links=unknown)  # fmt: skip
 
     outcome = classify(predecessor, chain, policy)
     rule = RULES[outcome]
     # A final elapsed counts toward max_walltime; a stale record's (state non-terminal) does
-    # not. ``state is None`` with an elapsed means slurmctld knew the run time (accounting
-    # never showed the job): counted, although the row stays "not visible".
+    # not. ``state is None`` with an elapsed means slurmctld or the end record knew the run
+    # time (accounting never showed the job): counted, although the row may stay "not visible".
     if (
         predecessor is not None
         and predecessor.elapsed_s
         and (predecessor.state is None or outcome is not Outcome.NOT_VISIBLE)
     ):
         walltime += max(0, predecessor.elapsed_s)
-    if rule.counts_retry:
-        retries += 1
-        if retries > policy.max_retries:
-            return Decision(
-                Action.EXIT_ERROR,
-                outcome,
-                walltime,
-                retries,
-                message=f"max_retries ({policy.max_retries}) exceeded",
-            )
-    cap = policy.max_walltime_s
-    if rule.checks_walltime and cap is not None and walltime >= cap:
-        return Decision(
-            Action.STOP_WALLTIME,
-            outcome,
-            walltime,
-            retries,
-            message=f"max_walltime reached ({walltime}s >= {cap}s)",
-        )
-    return Decision(rule.action, outcome, walltime, retries, _budget(walltime, policy))
+    retries += rule.counts_retry
+    unknown = unknown + 1 if rule.counts_unknown else 0
+    values = {Counter.RETRIES: retries, Counter.UNKNOWN_LINKS: unknown, Counter.WALLTIME: walltime}
+    for limit in LIMITS:
+        bound: int | None = getattr(policy, limit.bound)
+        value = values[limit.counter]
+        if not getattr(rule, limit.when) or bound is None:
+            continue
+        if value >= bound if limit.at else value > bound:
+            message = limit.message.format(value=value, bound=bound)
+            return Decision(limit.action, outcome, walltime, retries, None, message,
+                            unknown_links=unknown)  # fmt: skip
+    return Decision(rule.action, outcome, walltime, retries, _budget(walltime, policy),
+                    unknown_links=unknown)  # fmt: skip
 
 
 def _budget(walltime: int, policy: ResumePolicy) -> int | None:

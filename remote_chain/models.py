@@ -10,7 +10,9 @@ from typing import Literal, NewType
 # A Slurm job id stays a string: array tasks are "123_4", het jobs "123+0".
 JobId = NewType("JobId", str)
 
-JOB_ID_RE = re.compile(r"^[0-9]+(?:[_+][0-9]+)?\Z")
+# One pattern for Python and for the bash templates (an ERE both engines read alike).
+JOB_ID_ERE = "[0-9]+([_+][0-9]+)?"
+JOB_ID_RE = re.compile(rf"^{JOB_ID_ERE}\Z")
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+\Z")
 
 
@@ -74,6 +76,31 @@ NON_TERMINAL_STATES: frozenset[SlurmState] = frozenset(
     }
 )
 
+# Seen in squeue for the predecessor, these mean it is still (or again) in the queue: requeued,
+# held, suspended or stopped. COMPLETING, SIGNALING and STAGE_OUT are a job on its way out (our
+# afternotok dependency fires while it completes), so they are not "queued" (issue 9, class 10).
+QUEUED_STATES: frozenset[SlurmState] = NON_TERMINAL_STATES - {
+    SlurmState.COMPLETING,
+    SlurmState.SIGNALING,
+    SlurmState.STAGE_OUT,
+}
+
+# States in which the owner of the runner lease may still be running its runner: a lease is
+# broken only when squeue shows the owner in none of these (or not at all). PENDING/REQUEUED
+# owners run nothing now; a COMPLETING one may still be killing its runner (KillWait).
+LEASE_LIVE_STATES: frozenset[SlurmState] = frozenset(
+    {
+        SlurmState.RUNNING,
+        SlurmState.COMPLETING,
+        SlurmState.CONFIGURING,
+        SlurmState.RESIZING,
+        SlurmState.SIGNALING,
+        SlurmState.STAGE_OUT,
+        SlurmState.STOPPED,
+        SlurmState.SUSPENDED,
+    }
+)
+
 # Spec row "TIMEOUT, PREEMPTED, NODE_FAIL": the scheduler took the allocation away.
 INFRA_STATES: frozenset[SlurmState] = frozenset(
     {SlurmState.TIMEOUT, SlurmState.PREEMPTED, SlurmState.NODE_FAIL}
@@ -100,6 +127,8 @@ class Predecessor:
 
     ``state`` is None when sacct never showed the job within the lookup window.
     ``in_queue`` is True when squeue still lists it pending or running (it was requeued).
+    ``state`` comes from sacct, else from slurmctld (``scontrol show job``); ``end`` is the
+    predecessor's own end record in the events file (written on exit and on a signal).
     """
 
     job_id: JobId
@@ -107,6 +136,7 @@ class Predecessor:
     cancelled_by: int | None = None
     elapsed_s: int | None = None
     in_queue: bool = False
+    end: EndRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +149,10 @@ class ChainState:
     cancel_requested: bool = False
     self_job_id: JobId | None = None
     uid: int | None = None  # the user the chain runs as; a cancel by this uid is the user's
+    # Another link of this chain holds the runner lease and Slurm says it still runs.
+    lease_held: bool = False
+    # Links in a row whose predecessor no source knew (sacct, slurmctld, its end record).
+    unknown_links: int = 0
 
 
 CancelByOther = Literal["stop", "preempt"]
@@ -131,6 +165,8 @@ class ResumePolicy:
     max_retries: int = 3
     max_walltime_s: int | None = None
     cancel_by_other: CancelByOther = "stop"
+    # Cap on consecutive links whose predecessor was unknown to every source (issue 9 class 6).
+    max_unknown_links: int = 3
 
 
 class Outcome(enum.StrEnum):
@@ -142,6 +178,14 @@ class Outcome(enum.StrEnum):
     CANCELLED = "cancelled"
     INFRA = "infra"  # TIMEOUT / PREEMPTED / NODE_FAIL
     FAILED = "failed"  # anything else
+
+
+class EndRecord(enum.StrEnum):
+    """A link's own record of how it ended, in the events file (``end <kind> ...``)."""
+
+    OK = "ok"  # the runner exited 0: the run is complete
+    ERROR = "error"  # the link exited non-zero without a signal
+    SIGNALLED = "signalled"  # a warning signal, the time limit or preemption ended it
 
 
 class Action(enum.StrEnum):
@@ -177,3 +221,4 @@ class Decision:
     time_budget_s: int | None = None
     message: str = ""
     notes: tuple[str, ...] = field(default=())
+    unknown_links: int = 0

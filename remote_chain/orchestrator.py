@@ -402,6 +402,7 @@ class Orchestrator(ClosingContext):
                 run_id=run_id,
                 created=created,
                 lookup_timeout_s=self.settings.lookup_timeout,
+                max_unknown_links=self.settings.max_unknown_links,
             )
             for p in profiles
         }
@@ -528,6 +529,7 @@ class Orchestrator(ClosingContext):
                     bench,
                     run_id=run_id,
                     lookup_timeout_s=self.settings.lookup_timeout,
+                    max_unknown_links=self.settings.max_unknown_links,
                 )
                 out.append(RenderedScript(profile.name, bench, render_job_script(spec)))
         return out

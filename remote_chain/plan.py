@@ -66,6 +66,7 @@ def job_spec(
     *,
     run_id: str,
     lookup_timeout_s: int = 60,
+    max_unknown_links: int = 3,
 ) -> JobSpec:
     bench = config.driver.benchmarks[benchmark]
     resume = bench.resume
@@ -98,8 +99,10 @@ def job_spec(
             qos=slurm.qos,
             time_s=slurm.time,
             extra_args=slurm.extra_args,
+            requeue=slurm.requeue,
         ),
         lookup_timeout_s=lookup_timeout_s,
+        max_unknown_links=max_unknown_links,
         executor=profile.executor,
     )
 
@@ -191,6 +194,7 @@ def build_bundle(
     run_id: str,
     created: dt.datetime,
     lookup_timeout_s: int = 60,
+    max_unknown_links: int = 3,
 ) -> ClusterBundle:
     """Everything one cluster receives: uploads, each job.sh, the secrets, the chain plans."""
     check_for_cluster(config, profile)
@@ -198,7 +202,14 @@ def build_bundle(
     chains = []
     secret = secrets_file(config)
     for name in benchmarks:
-        spec = job_spec(config, profile, name, run_id=run_id, lookup_timeout_s=lookup_timeout_s)
+        spec = job_spec(
+            config,
+            profile,
+            name,
+            run_id=run_id,
+            lookup_timeout_s=lookup_timeout_s,
+            max_unknown_links=max_unknown_links,
+        )
         files.append(BundleFile(f"{name}/job.sh", render_job_script(spec).encode(), 0o700))
         if secret is not None:
             files.append(BundleFile(f"{name}/{SECRETS_FILE}", secret, 0o600))

@@ -25,6 +25,26 @@ SQUEUE_FORMAT = "%i|%T|%r|%Z|%j"
 # ARG_MAX (2 MiB or more on Linux) however many chunks a poll needs (issue 13, P7).
 MAX_LIST_ARG_BYTES = 64 * 1024
 
+# --- The prologue's command lines (substituted into prologue.bash; nowhere else spelled) ----
+# The predecessor lookup: every run of a requeued job (--duplicates: each run's walltime is
+# counted, so a requeue never grants a fresh budget), with the job's name and folder so that a
+# recycled job id belonging to an older or another chain is never taken for ours (issue 9).
+PROLOGUE_SACCT_FIELDS = ("JobIDRaw", "State", "ElapsedRaw", "JobName", "WorkDir")
+PROLOGUE_SACCT_ARGS = "-X --duplicates --parsable2 --noheader --format=" + ",".join(
+    PROLOGUE_SACCT_FIELDS
+)
+# A job's state alone (the predecessor, a lease owner, this job at a signal).
+SQUEUE_STATE_ARGS = "--noheader --format=%T"
+# The successor of a timed-out sbatch: found by name, dependency on this job and folder.
+SQUEUE_SUCCESSOR_FORMAT = "%i|%E|%Z"
+# Every Slurm query inside the job is bounded (a wedged slurmdbd must not hold the allocation).
+PROLOGUE_QUERY_TIMEOUT_S = 10
+PROLOGUE_SBATCH_TIMEOUT_S = 30
+# sbatch's words for a per-user or QOS limit (MaxSubmitJobs, QOSMaxSubmitJobPerUserLimit, ...):
+# named in the link's warning and in status. An ERE for bash, a regex for Python.
+SBATCH_LIMIT_ERE = "(QOS|Assoc)[A-Za-z]*Limit|MaxSubmitJobs[A-Za-z]*|job submit limit"
+SBATCH_LIMIT_RE = re.compile(SBATCH_LIMIT_ERE)
+
 _CANCELLED_BY = re.compile(r"^CANCELLED\s+by\s+(\d+)")
 
 

@@ -1,23 +1,47 @@
 """PURE: render a benchmark's ``job.sh``: ``#SBATCH`` directives, the chain prologue, the runner.
 
-The prologue is bash (no Python on compute nodes, interface.md §3). Its decision part is
-*generated* from ``chain.STATE_OUTCOMES`` and ``chain.RULES``; everything else in it is
-plumbing (reading the dot-files, asking sacct, queuing the successor). Every value that
-reaches bash is quoted with ``shlex.quote``: a runner argument like ``$(touch /tmp/x)``
-stays a literal string.
+The prologue is bash (no Python on compute nodes, interface.md §3). Its decision part,
+``rc_decide``, is *generated* from chain.py's tables (``GUARDS``, ``STATE_OUTCOMES``,
+``END_OUTCOMES``, ``RULES``, ``LIMITS``); everything else in it is I/O (reading the dot-files,
+asking Slurm with the command lines of sacct.py, queuing the successor, running the runner).
+Every value that reaches bash is quoted with ``shlex.quote``: a runner argument like
+``$(touch /tmp/x)`` stays a literal string.
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
-from remote_chain.chain import RULES, STATE_OUTCOMES
+from remote_chain.chain import (
+    END_OUTCOMES,
+    GUARDS,
+    LIMITS,
+    RULES,
+    SIGNALLED_OVERRIDES,
+    STATE_OUTCOMES,
+    Counter,
+)
 from remote_chain.durations import format_duration
-from remote_chain.models import Action, Outcome, ResumePolicy
-from remote_chain.sacct import SACCT_FIELDS
+from remote_chain.models import (
+    JOB_ID_ERE,
+    LEASE_LIVE_STATES,
+    QUEUED_STATES,
+    Action,
+    EndRecord,
+    Outcome,
+    ResumePolicy,
+)
+from remote_chain.sacct import (
+    PROLOGUE_QUERY_TIMEOUT_S,
+    PROLOGUE_SACCT_ARGS,
+    PROLOGUE_SBATCH_TIMEOUT_S,
+    SBATCH_LIMIT_ERE,
+    SQUEUE_STATE_ARGS,
+    SQUEUE_SUCCESSOR_FORMAT,
+)
 
 # State files, as the spec names them (resumable-runs.md, "What gets resumed").
 CHAIN_FILE = ".gym_job_chain"
@@ -28,6 +52,10 @@ RETRIES_FILE = ".gym_infra_retries"
 CANCEL_MARKER = ".remote_chain_cancelled"
 EVENTS_FILE = ".remote_chain_events"
 SECRETS_FILE = ".remote_chain_secrets"
+# Links in a row whose predecessor no source knew (issue 9 class 6), and the runner lease
+# (issue 9 class 2: one runner at a time per benchmark folder).
+UNKNOWN_FILE = ".remote_chain_unknown_links"
+LEASE_FILE = ".remote_chain_lease"
 # Beside the run's benchmark folders, written by submit: sacct's --starttime in the cluster's
 # own clock (a recycled job id cannot match an older job). Owned here, used by bundle too.
 SINCE_FILE = ".remote_chain_since"
@@ -43,6 +71,8 @@ class SlurmDirectives:
     qos: str | None = None
     time_s: int | None = None
     extra_args: tuple[str, ...] = ()
+    # The chain is the resumption mechanism: links are --no-requeue unless the profile opts in.
+    requeue: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +92,7 @@ class JobSpec:
     lookup_timeout_s: int = 60
     lookup_interval_s: int = 5
     executor: str = "slurm"
+    max_unknown_links: int = 3
 
     @property
     def job_name(self) -> str:
@@ -129,6 +160,8 @@ def render_directives(spec: JobSpec) -> list[str]:
         f"#SBATCH --output={_directive_value(spec.remote_dir + '/logs/%j.log')}",
         # A requeued job keeps its id and log file: append, do not truncate the first run's log.
         "#SBATCH --open-mode=append",
+        # Issue 9 class 2: a requeue under the same id would race the successor it woke.
+        "#SBATCH --requeue" if d.requeue else "#SBATCH --no-requeue",
     ]
     if d.time_s is not None:
         lines.append(f"#SBATCH --time={format_duration(d.time_s)}")
@@ -139,13 +172,18 @@ def render_directives(spec: JobSpec) -> list[str]:
     return lines
 
 
+def _case_words(words: Iterable[str]) -> str:
+    """A ``case`` pattern (``A|B|C``) from a set of states or kinds."""
+    return "|".join(sorted(str(w) for w in words))
+
+
 def render_outcome_case() -> str:
-    """``rc_outcome STATE``: the spec's rows keyed by sacct's first word (from STATE_OUTCOMES)."""
+    """``rc_outcome STATE`` sets RC_OUTCOME: the spec's rows by sacct's first word."""
     by_outcome: dict[Outcome, list[str]] = {}
     for state, outcome in STATE_OUTCOMES.items():
         by_outcome.setdefault(outcome, []).append(state.value)
     arms = [
-        f"    {'|'.join(sorted(states))}) echo {outcome.value} ;;"
+        f"    {'|'.join(sorted(states))}) RC_OUTCOME={outcome.value} ;;"
         for outcome, states in by_outcome.items()
         if outcome is not Outcome.FAILED
     ]
@@ -154,30 +192,95 @@ def render_outcome_case() -> str:
             "rc_outcome() {",
             '  case "$1" in',
             *arms,
-            f"    *) echo {Outcome.FAILED.value} ;;  # anything else: FAILED, OUT_OF_MEMORY, ...",
+            f"    *) RC_OUTCOME={Outcome.FAILED.value} ;;  # anything else: FAILED, OOM, ...",
             "  esac",
             "}",
         ]
     )
 
 
-def render_rules_case() -> str:
-    """``rc_rule OUTCOME``: sets action/counts_retry/checks_walltime from chain.RULES."""
-    arms = [
-        f"    {outcome.value}) action={rule.action.value}; counts_retry={int(rule.counts_retry)};"
-        f" checks_walltime={int(rule.checks_walltime)} ;;"
-        for outcome, rule in RULES.items()
+# How the generated bash names decide()'s inputs: counters (rc_main's locals) and caps.
+_COUNTER_VARS = {
+    Counter.RETRIES: "retries",
+    Counter.UNKNOWN_LINKS: "unknown",
+    Counter.WALLTIME: "walltime",
+}
+_BOUND_CONSTS = {
+    "max_retries": "RC_MAX_RETRIES",
+    "max_unknown_links": "RC_MAX_UNKNOWN",
+    "max_walltime_s": "RC_MAX_WALLTIME",
+}
+
+
+def _bash_message(template: str, counter: str, bound: str) -> str:
+    # decide()'s message, with bash's variables where Python formats the values in.
+    text = template.replace("{value}", "${" + counter + "}").replace("{bound}", "${" + bound + "}")
+    return f'"{text}"'
+
+
+def render_decide() -> str:
+    """``rc_decide``: chain.decide() in bash, generated from the same tables.
+
+    Inputs: the ``F_<FACT>`` flags, ``pred`` (empty: first job), ``P_STATE``/``P_BY``/
+    ``P_ELAPSED``/``P_END``; the counters ``walltime``/``retries``/``unknown`` are updated in
+    place. Outputs: ``action``, ``outcome`` (empty when a guard decided: nothing to record)
+    and ``message``.
+    """
+    lines = ["rc_decide() {", '  action="" outcome="" message=""']
+    for guard in GUARDS:
+        flag = f"F_{guard.fact.name}"
+        lines.append(
+            f"  if (( {flag} )); then action={guard.action.value}; "
+            f"message={_const(guard.message)}; return 0; fi"
+        )
+    end_arms = " ".join(f"{end.value}) outcome={o.value} ;;" for end, o in END_OUTCOMES.items())
+    overrides = "|".join(sorted(o.value for o in SIGNALLED_OVERRIDES))
+    lines += [
+        f"  if [[ -z $pred ]]; then outcome={Outcome.FIRST.value}",
+        f"  elif [[ -z $P_STATE ]]; then outcome={Outcome.NOT_VISIBLE.value}",
+        '  else rc_outcome "$P_STATE"; outcome=$RC_OUTCOME',
+        "  fi",
+        "  if [[ -n $pred ]]; then",
+        f"    if [[ $outcome == {Outcome.NOT_VISIBLE.value} ]]; then",
+        f'      case "$P_END" in {end_arms} esac',
+        "    fi",
+        f"    if [[ $P_END == {EndRecord.SIGNALLED.value} ]]; then"
+        f' case "$outcome" in {overrides}) outcome={Outcome.INFRA.value} ;; esac; fi',
+        # _cancel_stops(): an admin's cancel read as preemption, by policy.
+        f"    if [[ $outcome == {Outcome.CANCELLED.value} && $RC_ADMIN_CANCEL == preempt"
+        f' && -n $P_BY && $P_BY != "$RC_UID" ]]; then outcome={Outcome.INFRA.value}; fi',
+        # A final elapsed counts; a stale record's does not.
+        f"    if [[ ( -z $P_STATE || $outcome != {Outcome.NOT_VISIBLE.value} )"
+        " && $P_ELAPSED =~ ^[0-9]+$ ]]; then",
+        "      walltime=$(( walltime + 10#$P_ELAPSED ))",
+        "    fi",
+        "  fi",
+        "  local counts_retry=0 checks_walltime=0 counts_unknown=0",
+        '  case "$outcome" in',
     ]
-    return "\n".join(
-        [
-            "rc_rule() {",
-            '  case "$1" in',
-            *arms,
-            '    *) rc_log "internal error: no rule for outcome $1"; exit 70 ;;',
-            "  esac",
-            "}",
-        ]
-    )
+    for outcome, rule in RULES.items():
+        lines.append(
+            f"    {outcome.value}) action={rule.action.value};"
+            f" counts_retry={int(rule.counts_retry)};"
+            f" checks_walltime={int(rule.checks_walltime)};"
+            f" counts_unknown={int(rule.counts_unknown)} ;;"
+        )
+    lines += [
+        '    *) rc_log "internal error: no rule for outcome $outcome"; exit 70 ;;',
+        "  esac",
+        "  if (( counts_retry )); then retries=$(( retries + 1 )); fi",
+        "  if (( counts_unknown )); then unknown=$(( unknown + 1 )); else unknown=0; fi",
+    ]
+    for limit in LIMITS:
+        var, bound = _COUNTER_VARS[limit.counter], _BOUND_CONSTS[limit.bound]
+        op = ">=" if limit.at else ">"
+        lines.append(
+            f"  if (( {limit.when} )) && [[ -n ${bound} ]] && (( {var} {op} {bound} )); then "
+            f"action={limit.action.value}; message={_bash_message(limit.message, var, bound)}; "
+            "return 0; fi"
+        )
+    lines += ["  return 0", "}"]
+    return "\n".join(lines)
 
 
 def _or_empty(value: int | None) -> object:
@@ -202,6 +305,14 @@ def _constants(spec: JobSpec) -> list[str]:
         ("RC_TIME_LIMIT", _or_empty(spec.slurm.time_s)),
         ("RC_LOOKUP_TIMEOUT", spec.lookup_timeout_s),
         ("RC_LOOKUP_INTERVAL", spec.lookup_interval_s),
+        ("RC_MAX_UNKNOWN", spec.max_unknown_links),
+        ("RC_QUERY_TIMEOUT", PROLOGUE_QUERY_TIMEOUT_S),
+        ("RC_SBATCH_TIMEOUT", PROLOGUE_SBATCH_TIMEOUT_S),
+        ("RC_KILL_AFTER", 15),  # seconds from the budget's TERM to KILL, as `timeout -k` had
+        ("RC_JOB_NAME", spec.job_name),
+        ("RC_SECRETS", 1 if spec.secret_env_names else 0),
+        ("RC_JOB_ID_ERE", JOB_ID_ERE),
+        ("RC_LIMIT_ERE", SBATCH_LIMIT_ERE),
     ]
     return [f"{name}={_const(value)}" for name, value in values]
 
@@ -210,11 +321,10 @@ def _env_lines(spec: JobSpec) -> list[str]:
     """The user's exports: emitted before the prologue's constants, so those always win."""
     env = [f"export {name}={_q(value)}" for name, value in spec.env]
     if spec.secret_env_names:
-        env += [
-            f"# Secret values ({', '.join(spec.secret_env_names)}) are kept in a mode-600 file.",
-            "# shellcheck source=/dev/null",
-            f"if [[ -r {SECRETS_FILE} ]]; then set -a; . ./{SECRETS_FILE}; set +a; fi",
-        ]
+        # Sourced by rc_start_runner in the runner's own process only (issue 9 class 4).
+        env.append(
+            f"# Secret values ({', '.join(spec.secret_env_names)}) are kept in a mode-600 file."
+        )
     return env
 
 
@@ -231,9 +341,18 @@ def render_prologue() -> str:
         "__CHAIN__": CHAIN_FILE,
         "__WALLTIME__": WALLTIME_FILE,
         "__RETRIES__": RETRIES_FILE,
+        "__UNKNOWN__": UNKNOWN_FILE,
+        "__LEASE__": LEASE_FILE,
+        "__SECRETS__": SECRETS_FILE,
         "__CANCEL__": CANCEL_MARKER,
         "__WARNING__": CHAIN_WARNING,
-        "__SACCT_FIELDS__": ",".join(SACCT_FIELDS),
+        "__SACCT_ARGS__": PROLOGUE_SACCT_ARGS,
+        "__SQUEUE_STATE_ARGS__": SQUEUE_STATE_ARGS,
+        "__SQUEUE_SUCC_FORMAT__": SQUEUE_SUCCESSOR_FORMAT,
+        "__QUEUED_STATES__": _case_words(QUEUED_STATES),
+        "__LEASE_LIVE_STATES__": _case_words(LEASE_LIVE_STATES),
+        "__END_KINDS__": _case_words(EndRecord),
+        **{f"__END_{e.name}__": e.value for e in EndRecord},
         **{f"__{a.name}__": a.value for a in Action},
         **{f"__{o.name}__": o.value for o in Outcome},
     }
@@ -256,7 +375,7 @@ def render_job_script(spec: JobSpec) -> str:
         # after it are the prologue's own either way (issue 14.5).
         _env_lines(spec),
         _constants(spec),
-        ["", render_outcome_case(), "", render_rules_case(), ""],
+        ["", render_outcome_case(), "", render_decide(), ""],
         [render_prologue(), ""],
         _runner_lines(spec),
         ["", 'rc_main "$@"', ""],

@@ -63,6 +63,9 @@ class Settings(BaseSettings):
     sacct_wait_max: float = Field(default=8, gt=0)
     # The prologue's accounting-lag window (spec: "retries the lookup for about a minute").
     lookup_timeout: int = Field(default=60, ge=1, le=3600)
+    # Links in a row whose predecessor no source knew (sacct, slurmctld, its own end record)
+    # before the chain stops with an error: bounds a runaway when accounting is off.
+    max_unknown_links: int = Field(default=3, ge=1, le=1000)
     poll_interval: float = Field(default=30, gt=0)
     # Overrides every profile's `persist` ("10m", "0" for off): the persistent connection.
     persist: Annotated[str, AfterValidator(_valid_persist)] | None = None

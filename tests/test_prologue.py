@@ -8,30 +8,39 @@ compared with what ``chain.decide()`` says.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from remote_chain.chain import decide
+from remote_chain.chain import STATE_OUTCOMES, decide
 from remote_chain.models import (
+    LEASE_LIVE_STATES,
     NON_TERMINAL_STATES,
+    QUEUED_STATES,
     Action,
     ChainState,
+    Decision,
+    EndRecord,
     JobId,
+    Outcome,
     Predecessor,
     ResumePolicy,
     SlurmState,
 )
-from remote_chain.sacct import SACCT_FIELDS, parse_state
+from remote_chain.sacct import PROLOGUE_SACCT_FIELDS, parse_state
 from remote_chain.script import (
     CANCEL_MARKER,
     CHAIN_FILE,
     CHAIN_WARNING,
     EVENTS_FILE,
+    LEASE_FILE,
     RETRIES_FILE,
+    UNKNOWN_FILE,
     WALLTIME_FILE,
     JobSpec,
     SlurmDirectives,
@@ -40,10 +49,19 @@ from remote_chain.script import (
 
 SELF = "42"
 PRED = "41"
+JOB_NAME = "rc-test:b"
+# Each stub records its call and prints $STUB_DIR/<name>.<job id>.out (the id after --jobs, or
+# scontrol's last word) if that exists, else <name>.out; it exits $STUB_<NAME>_RC.
 STUB = """#!/bin/bash
 printf '%s\\n' "$(basename "$0") $*" >> "$STUB_DIR/calls"
 name=$(basename "$0")
-[[ -f "$STUB_DIR/$name.out" ]] && cat "$STUB_DIR/$name.out"
+[[ $name == sbatch ]] && env > "$STUB_DIR/sbatch.env"
+jobs="" prev=""
+for a in "$@"; do [[ $prev == --jobs ]] && jobs=$a; prev=$a; done
+[[ $name == scontrol && ${1:-} == show ]] && jobs=${!#}
+[[ -n ${STUB_SLEEP:-} && $name == "${STUB_SLEEP%%:*}" ]] && sleep "${STUB_SLEEP#*:}"
+if [[ -n $jobs && -f "$STUB_DIR/$name.$jobs.out" ]]; then cat "$STUB_DIR/$name.$jobs.out"
+elif [[ -f "$STUB_DIR/$name.out" ]]; then cat "$STUB_DIR/$name.out"; fi
 rc_var="STUB_${name^^}_RC"
 exit "${!rc_var:-0}"
 """
@@ -51,21 +69,54 @@ exit "${!rc_var:-0}"
 
 @dataclass
 class Case:
-    """One prologue run: what sacct/squeue answer and what the dot-files hold before."""
+    """One prologue run: what Slurm's commands answer and what the dot-files hold before."""
 
     sacct_state: str | None  # the State column, e.g. "CANCELLED by 0"; None: not in sacct
     elapsed: int = 100
+    earlier_runs: tuple[int, ...] = ()  # elapsed of earlier runs (requeued: --duplicates)
+    sacct_name: str = JOB_NAME  # another name: a recycled id of another chain
     chain: tuple[str, ...] = (PRED,)
     walltime: int = 0
     retries: int = 0
+    unknown: int = 0
     policy: ResumePolicy = field(default_factory=ResumePolicy)
     marker: bool = False
     squeue_pred: str = ""  # squeue's %T for the predecessor
     first: bool = False  # no $1
+    ctld_state: str = "TIMEOUT"  # slurmctld's JobState (used only with ctld_elapsed)
     ctld_elapsed: int | None = None  # slurmctld's RunTime when sacct never shows the job
+    end: EndRecord | None = None  # the predecessor's own end record in the events file
+    end_elapsed: int = 55
+    lease_owner: str | None = None  # a lease left in the folder by this job id...
+    lease_owner_state: str = ""  # ...which squeue shows in this state ("": gone)
+    queued: tuple[tuple[str, str], ...] = ()  # other jobs squeue shows: (id, state)
 
 
 RUNNER = ("sh", "-c", 'touch runner_started; exit "$RUNNER_RC"')
+
+
+def _stubs(stubs: Path) -> None:
+    stubs.mkdir()
+    for name in ("sacct", "sbatch", "squeue", "scontrol", "scancel"):
+        (stubs / name).write_text(STUB)
+        (stubs / name).chmod(0o755)
+
+
+def _sacct_row(job: str, state: str, elapsed: int, name: str, workdir: Path) -> str:
+    row = [job, state, str(elapsed), name, str(workdir)]
+    assert len(row) == len(PROLOGUE_SACCT_FIELDS)
+    return "|".join(row) + "\n"
+
+
+def _env(stubs: Path, **extra: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{stubs}:{os.environ['PATH']}",
+        "STUB_DIR": str(stubs),
+        "SLURM_JOB_ID": SELF,
+        "RUNNER_RC": "0",
+        **extra,
+    }
 
 
 def run_prologue(
@@ -76,27 +127,40 @@ def run_prologue(
     sbatch_rc: int = 0,
     argv: tuple[str, ...] = RUNNER,
     existing: bool = False,
+    spec_changes: dict[str, object] | None = None,
+    edit: Callable[[str], str] | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     bench, stubs = tmp / "bench", tmp / "stubs"
     bench.mkdir(exist_ok=existing)
-    stubs.mkdir()
-    for name in ("sacct", "sbatch", "squeue", "scontrol", "scancel"):
-        (stubs / name).write_text(STUB)
-        (stubs / name).chmod(0o755)
+    _stubs(stubs)
     if case.sacct_state is not None:
-        row = [PRED, case.sacct_state, str(case.elapsed), "0:0", "None", "t0", "t1"]
-        assert len(row) == len(SACCT_FIELDS)
-        (stubs / "sacct.out").write_text("|".join(row) + "\n")
-    (stubs / "squeue.out").write_text(f"{case.squeue_pred}\n" if case.squeue_pred else "")
+        rows = [_sacct_row(PRED, "REQUEUED", e, case.sacct_name, bench) for e in case.earlier_runs]
+        rows.append(_sacct_row(PRED, case.sacct_state, case.elapsed, case.sacct_name, bench))
+        (stubs / "sacct.out").write_text("".join(rows))
+    (stubs / f"squeue.{PRED}.out").write_text(f"{case.squeue_pred}\n" if case.squeue_pred else "")
     if case.ctld_elapsed is not None:
         h, rest = divmod(case.ctld_elapsed, 3600)
         run_time = f"{h // 24}-{h % 24:02d}:{rest // 60:02d}:{rest % 60:02d}"
-        (stubs / "scontrol.out").write_text(f"JobId={PRED} JobState=TIMEOUT RunTime={run_time}\n")
+        (stubs / "scontrol.out").write_text(
+            f"JobId={PRED} JobName={JOB_NAME} JobState={case.ctld_state} RunTime={run_time}\n"
+        )
     (stubs / "sbatch.out").write_text("43\n" if sbatch_rc == 0 else "sbatch: error: bad\n")
     if case.chain:
         (bench / CHAIN_FILE).write_text("".join(f"{j}\n" for j in case.chain))
     (bench / WALLTIME_FILE).write_text(f"{case.walltime}\n")
     (bench / RETRIES_FILE).write_text(f"{case.retries}\n")
+    if case.unknown:
+        (bench / UNKNOWN_FILE).write_text(f"{case.unknown}\n")
+    if case.end is not None:
+        with (bench / EVENTS_FILE).open("a") as f:
+            f.write(f"1 {PRED} end {case.end.value} 3 {case.end_elapsed} USR1\n")
+    if case.lease_owner is not None:
+        (bench / LEASE_FILE).write_text(f"{case.lease_owner}\n")
+        state = case.lease_owner_state
+        (stubs / f"squeue.{case.lease_owner}.out").write_text(f"{state}\n" if state else "")
+    for job_id, state in case.queued:
+        (stubs / f"squeue.{job_id}.out").write_text(f"{state}\n")
     if case.marker:
         (bench / CANCEL_MARKER).write_text("")
     spec = JobSpec(
@@ -109,31 +173,46 @@ def run_prologue(
         slurm=SlurmDirectives(time_s=3600),
         lookup_timeout_s=0,
         lookup_interval_s=0,
+        max_unknown_links=case.policy.max_unknown_links,
     )
+    if spec_changes:
+        spec = dataclasses.replace(spec, **spec_changes)  # type: ignore[arg-type]
+    text = render_job_script(spec)
     job = bench / "job.sh"
-    job.write_text(render_job_script(spec))
-    env = {
-        **os.environ,
-        "PATH": f"{stubs}:{os.environ['PATH']}",
-        "STUB_DIR": str(stubs),
-        "SLURM_JOB_ID": SELF,
-        "RUNNER_RC": str(runner_rc),
-        "STUB_SBATCH_RC": str(sbatch_rc),
-    }
-    argv = ["bash", str(job)] + ([] if case.first else [PRED])
-    proc = subprocess.run(argv, cwd=bench, env=env, capture_output=True, text=True, timeout=60)
+    job.write_text(edit(text) if edit else text)
+    full_env = _env(stubs, RUNNER_RC=str(runner_rc), STUB_SBATCH_RC=str(sbatch_rc), **(env or {}))
+    cmd = ["bash", str(job)] + ([] if case.first else [PRED])
+    proc = subprocess.run(cmd, cwd=bench, env=full_env, capture_output=True, text=True, timeout=90)
     return proc, bench, stubs
 
 
-def expected(case: Case) -> tuple[Action, int, int]:
+def _ctld_final(case: Case) -> bool:
+    outcome = STATE_OUTCOMES[SlurmState.parse(case.ctld_state)]
+    return case.ctld_elapsed is not None and outcome is not Outcome.NOT_VISIBLE
+
+
+def expected_decision(case: Case) -> Decision:
     p = None
     if not case.first:
-        state, by = parse_state(case.sacct_state) if case.sacct_state else (None, None)
-        in_queue = case.squeue_pred in {"PENDING", "RUNNING", "REQUEUED", "SUSPENDED"}
-        if state in NON_TERMINAL_STATES and not in_queue:
-            state, by = None, None  # a stale record at the end of the window: "not visible"
-        elapsed = case.elapsed if state else case.ctld_elapsed
-        p = Predecessor(JobId(PRED), state, by, elapsed, in_queue)
+        seen = case.sacct_state is not None and case.sacct_name == JOB_NAME
+        state, by = parse_state(case.sacct_state) if seen and case.sacct_state else (None, None)
+        elapsed: int | None = case.elapsed + sum(case.earlier_runs) if state else None
+        stale = state is None or state in NON_TERMINAL_STATES
+        in_queue = stale and SlurmState.parse(case.squeue_pred) in QUEUED_STATES
+        if stale and not in_queue:
+            # At the end of the window: slurmctld's final state, else nothing (the end record
+            # is decide()'s own input).
+            state, by, elapsed = None, None, None
+            if _ctld_final(case):
+                state, elapsed = SlurmState.parse(case.ctld_state), case.ctld_elapsed
+            elif case.end is not None:
+                elapsed = case.end_elapsed
+        p = Predecessor(JobId(PRED), state, by, elapsed, in_queue, case.end)
+    lease_held = (
+        case.lease_owner not in (None, SELF)
+        and SlurmState.parse(case.lease_owner_state) in LEASE_LIVE_STATES
+        and bool(case.lease_owner_state)
+    )
     chain = ChainState(
         job_ids=tuple(JobId(j) for j in case.chain),
         accumulated_walltime_s=case.walltime,
@@ -141,8 +220,14 @@ def expected(case: Case) -> tuple[Action, int, int]:
         cancel_requested=case.marker,
         self_job_id=JobId(SELF),
         uid=os.getuid(),
+        lease_held=lease_held and case.policy is not None,
+        unknown_links=case.unknown,
     )
-    d = decide(p, chain, case.policy)
+    return decide(p, chain, case.policy)
+
+
+def expected(case: Case) -> tuple[Action, int, int]:
+    d = expected_decision(case)
     return d.action, d.accumulated_walltime_s, d.infra_retries
 
 
@@ -165,7 +250,9 @@ CASES: list[Case] = [
     *(Case(s.value) for s in SlurmState),
     Case(None),
     Case(None, ctld_elapsed=90061, walltime=5),
+    Case(None, ctld_elapsed=300, ctld_state="RUNNING"),
     Case("RUNNING", ctld_elapsed=300),
+    Case(None, ctld_elapsed=20, ctld_state="FAILED", retries=3),
     Case(None, first=True, chain=()),
     Case("CANCELLED by 0"),
     Case("CANCELLED by 0", policy=ADMIN_PREEMPT),
@@ -181,10 +268,37 @@ CASES: list[Case] = [
     Case(None, first=True, chain=(), policy=ResumePolicy(max_walltime_s=60)),
     Case("TIMEOUT", marker=True),
     Case(None, marker=True, first=True, chain=()),
-    Case("RUNNING", squeue_pred="PENDING"),
+    Case("RUNNING", squeue_pred="RUNNING"),
     Case("REQUEUED", squeue_pred="RUNNING"),
     Case("RUNNING", squeue_pred="COMPLETED"),
+    Case("RUNNING", squeue_pred="COMPLETING"),
+    # Issue 9 class 10: every squeue state that means "still in the queue".
+    *(Case("RUNNING", squeue_pred=s.value) for s in sorted(QUEUED_STATES)),
     Case("FAILED", chain=(PRED, SELF), retries=1, walltime=77),
+    # Class 2: every run of a requeued predecessor is counted (sacct --duplicates).
+    Case("TIMEOUT", earlier_runs=(300, 200), walltime=10),
+    Case("PREEMPTED", earlier_runs=(900,), walltime=50, policy=CAP),
+    # Class 9: a recycled id (another chain's job of that id) is never taken for ours.
+    Case("COMPLETED", sacct_name="rc-other:b"),
+    # Class 3: a predecessor that ended on a signal (its own record) is the TIMEOUT row.
+    Case("FAILED", end=EndRecord.SIGNALLED, retries=3),
+    Case("COMPLETED", end=EndRecord.SIGNALLED),
+    # Class 6: no sacct, no slurmctld: the end record decides; with none, "not visible",
+    # capped in a row.
+    Case(None, end=EndRecord.SIGNALLED, walltime=5),
+    Case(None, end=EndRecord.ERROR, retries=3),
+    Case(None, end=EndRecord.OK),
+    Case(None, unknown=2),
+    Case(None, unknown=3),
+    Case("TIMEOUT", unknown=3),
+    Case(None, unknown=1, policy=ResumePolicy(max_unknown_links=1)),
+    # Class 2: the runner lease.
+    Case("TIMEOUT", lease_owner="40", lease_owner_state="RUNNING"),
+    Case("TIMEOUT", lease_owner="40", lease_owner_state="COMPLETING"),
+    Case("TIMEOUT", lease_owner="40", lease_owner_state="PENDING"),
+    Case("TIMEOUT", lease_owner="40"),
+    Case("TIMEOUT", lease_owner=SELF),
+    Case("FAILED", chain=(PRED, SELF), lease_owner="43", lease_owner_state="RUNNING"),
 ]
 
 
@@ -192,34 +306,44 @@ def _case_id(case: Case) -> str:
     parts = [case.sacct_state or ("first" if case.first else "invisible")]
     parts += [f"wt{case.walltime}"] if case.walltime else []
     parts += [f"r{case.retries}"] if case.retries else []
+    parts += [f"u{case.unknown}"] if case.unknown else []
     parts += ["marker"] if case.marker else []
     parts += [f"sq-{case.squeue_pred}"] if case.squeue_pred else []
     parts += ["requeued"] if SELF in case.chain else []
     parts += [case.policy.cancel_by_other] if case.policy.cancel_by_other != "stop" else []
     parts += [f"cap{case.policy.max_walltime_s}"] if case.policy.max_walltime_s else []
-    parts += [f"ctld{case.ctld_elapsed}"] if case.ctld_elapsed is not None else []
+    parts += [f"ucap{case.policy.max_unknown_links}"] if case.policy.max_unknown_links != 3 else []
+    parts += [f"ctld{case.ctld_state}{case.ctld_elapsed}"] if case.ctld_elapsed is not None else []
+    parts += [f"runs{'+'.join(map(str, case.earlier_runs))}"] if case.earlier_runs else []
+    parts += [f"name-{case.sacct_name}"] if case.sacct_name != JOB_NAME else []
+    parts += [f"end-{case.end.value}"] if case.end else []
+    if case.lease_owner is not None:
+        parts += [f"lease{case.lease_owner}-{case.lease_owner_state or 'gone'}"]
     return "-".join(parts).replace(" ", "_")
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_prologue_agrees_with_decide(tmp_path: Path, case: Case) -> None:
     """Bash and decide() agree on action, exit status, dot-files, runner and successor."""
-    action, walltime, retries = expected(case)
+    d = expected_decision(case)
+    action = d.action
     proc, bench, stubs = run_prologue(tmp_path, case)
     log = proc.stdout + proc.stderr
     assert decided_action(bench) == action.value, log
     assert proc.returncode == (0 if action.runs else action.exit_status), log
     assert (bench / "runner_started").exists() == action.runs, log
-    if action in (Action.YIELD, Action.RESTART) or case.marker:
-        # Nothing re-counted: the files are as they were.
+    if d.outcome is None:
+        # A guard decided (marker, lease, requeue): nothing re-counted, the files as they were.
         assert (bench / WALLTIME_FILE).read_text() == f"{case.walltime}\n"
         assert (bench / RETRIES_FILE).read_text() == f"{case.retries}\n"
         assert (bench / CHAIN_FILE).exists() == bool(case.chain)
         if case.chain:
             assert (bench / CHAIN_FILE).read_text().splitlines() == list(case.chain)
     else:
-        assert int((bench / WALLTIME_FILE).read_text()) == walltime
-        assert int((bench / RETRIES_FILE).read_text()) == retries
+        assert int((bench / WALLTIME_FILE).read_text()) == d.accumulated_walltime_s, log
+        assert int((bench / RETRIES_FILE).read_text()) == d.infra_retries, log
+        unknown = bench / UNKNOWN_FILE
+        assert (int(unknown.read_text()) if unknown.exists() else 0) == d.unknown_links, log
         assert (bench / CHAIN_FILE).read_text().splitlines() == [*case.chain, SELF]
     calls = sbatch_calls(stubs)
     scancels = [c for c in stub_calls(stubs) if c.startswith("scancel")]
@@ -231,8 +355,11 @@ def test_prologue_agrees_with_decide(tmp_path: Path, case: Case) -> None:
         # Queued before the lookup, so a link killed in its prologue keeps the chain going...
         assert calls == [f"sbatch --parsable {dependency} {job} {SELF}"], log
     if not action.runs and not case.marker:
-        # ...and cancelled again when the job decides not to run (an error exit would fire it).
+        # ...and withdrawn again when the job decides not to run (an error exit would fire it).
         assert scancels == ["scancel 43"], log
+    if action.runs:
+        # The runner ran under the lease, released when it ended.
+        assert not (bench / LEASE_FILE).exists(), log
 
 
 def test_every_state_is_exercised() -> None:
@@ -240,6 +367,7 @@ def test_every_state_is_exercised() -> None:
     states = {parse_state(c.sacct_state)[0] for c in CASES if c.sacct_state}
     assert states == set(SlurmState)
     assert {expected(c)[0] for c in CASES} == set(Action)
+    assert {expected_decision(c).outcome for c in CASES} == {*Outcome, None}
     assert set(SlurmState) > NON_TERMINAL_STATES
 
 
@@ -378,7 +506,7 @@ def test_walltime_cap_is_enforced_to_the_second(tmp_path: Path) -> None:
 
 def test_requeued_job_keeps_its_earlier_successor(tmp_path: Path) -> None:
     """A requeued job whose successor is still queued queues no second one."""
-    case = Case("FAILED", chain=(PRED, SELF), squeue_pred="PENDING")
+    case = Case("FAILED", chain=(PRED, SELF), queued=(("43", "PENDING"),))
     bench = tmp_path / "bench"
     bench.mkdir()
     (bench / EVENTS_FILE).write_text(f"1 {SELF} successor 43\n")
