@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,7 +120,21 @@ def _env(stubs: Path, **extra: str) -> dict[str, str]:
     }
 
 
+Prepare = Callable[[Path, Path], None]
+
+
 def run_prologue(
+    tmp: Path,
+    case: Case,
+    **knobs: Any,
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    """Lay out a benchmark folder and stubs for ``case``, run job.sh to its end."""
+    cmd, env, bench, stubs = setup_prologue(tmp, case, **knobs)
+    proc = subprocess.run(cmd, cwd=bench, env=env, capture_output=True, text=True, timeout=90)
+    return proc, bench, stubs
+
+
+def setup_prologue(
     tmp: Path,
     case: Case,
     *,
@@ -130,7 +145,9 @@ def run_prologue(
     spec_changes: dict[str, object] | None = None,
     edit: Callable[[str], str] | None = None,
     env: dict[str, str] | None = None,
-) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+    prepare: Prepare | None = None,
+) -> tuple[list[str], dict[str, str], Path, Path]:
+    """The folder, stubs and job.sh of a case; ``prepare(bench, stubs)`` edits them last."""
     bench, stubs = tmp / "bench", tmp / "stubs"
     bench.mkdir(exist_ok=existing)
     _stubs(stubs)
@@ -180,10 +197,11 @@ def run_prologue(
     text = render_job_script(spec)
     job = bench / "job.sh"
     job.write_text(edit(text) if edit else text)
+    if prepare is not None:
+        prepare(bench, stubs)
     full_env = _env(stubs, RUNNER_RC=str(runner_rc), STUB_SBATCH_RC=str(sbatch_rc), **(env or {}))
     cmd = ["bash", str(job)] + ([] if case.first else [PRED])
-    proc = subprocess.run(cmd, cwd=bench, env=full_env, capture_output=True, text=True, timeout=90)
-    return proc, bench, stubs
+    return cmd, full_env, bench, stubs
 
 
 def _ctld_final(case: Case) -> bool:

@@ -329,7 +329,8 @@ def test_first_job_starts_and_completed_ends_the_chain(local: dict[str, Chain]) 
     assert chain.decisions() == [(j1, ("start", "none", "none", "0", "0"))]
     assert [e.kind for e in chain.events(job_id=j1)] == [
         # The successor is queued first, before the decision (and any lookup) is made.
-        "successor", "decided", "runner_start", "runner_exit", "successor_cancelled",
+        # The link records its own end ("end ok"): the fallback when accounting never shows it.
+        "successor", "decided", "runner_start", "runner_exit", "end", "successor_cancelled",
     ]  # fmt: skip
     assert chain.events("runner_exit", j1)[0].args == ("0",)
     # The job removed its own successor (it does not rely on --kill-on-invalid-dep).
@@ -388,7 +389,7 @@ def test_successor_submission_refused_warns_and_runs(local: dict[str, Chain]) ->
     assert len(failed) == 1
     assert not chain.events("successor")
     assert [e.kind for e in chain.events(job_id=j1)] == [
-        "successor_failed", "decided", "runner_start", "runner_exit",
+        "successor_failed", "decided", "runner_start", "runner_exit", "end",
     ]  # fmt: skip
     assert chain.events("runner_exit", j1)[0].args == ("0",)
     assert_items_once(chain, 3)

@@ -128,10 +128,12 @@ def test_invisible_predecessor_resumes_after_a_minute_without_a_retry(outage: Ou
     j1, j2 = chain.first_job, outage.second["lagged"]
     decided: list[Event] = chain.events("decided", j2)
     assert decided, chain.describe()
-    # "none": not visible, so no retry; its run time still counts, from slurmctld (which knew
-    # j1 when the lookup began) instead of being lost.
+    # Accounting never showed j1: slurmctld's final state (TIMEOUT, known when the lookup
+    # began) decides after the window (issue 9 class 6), else "none" (not visible); either way
+    # no retry, and its run time counts instead of being lost.
     action, pred, state, walltime, retries = decided[0].args
-    assert (action, pred, state, retries) == ("resume", j1, "none", "0"), chain.describe()
+    assert (action, pred, retries) == ("resume", j1, "0"), chain.describe()
+    assert state in ("TIMEOUT", "none"), chain.describe()
     log = chain.log(j2)
     retried = _stamps(log, NOT_FINAL)
     looked = decided[0].time - retried[0] if retried else 0.0
