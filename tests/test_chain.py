@@ -12,6 +12,7 @@ from remote_chain.models import (
     NON_TERMINAL_STATES,
     Action,
     ChainState,
+    EndRecord,
     JobId,
     Outcome,
     Predecessor,
@@ -260,3 +261,62 @@ def test_completed_always_ends(c: ChainState, pol: ResumePolicy) -> None:
     assert not decide(pred(SlurmState.COMPLETED), c, pol).action.runs or (
         c.self_job_id in c.job_ids
     )
+
+
+# --- The edges (issue 9) ----------------------------------------------------------------------
+def test_signalled_end_record_turns_failed_into_the_timeout_row() -> None:
+    """Exited non-zero after a checkpoint signal: resumes, walltime counted, no retry."""
+    p = Predecessor(J("41"), SlurmState.FAILED, elapsed_s=70, end=EndRecord.SIGNALLED)
+    d = decide(p, ChainState(infra_retries=3), POLICY)
+    assert (d.action, d.outcome, d.infra_retries, d.accumulated_walltime_s) == (
+        Action.RESUME, Outcome.INFRA, 3, 70,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("end", "action"),
+    [
+        (EndRecord.OK, Action.EXIT_SUCCESS),
+        (EndRecord.ERROR, Action.RESUME),
+        (EndRecord.SIGNALLED, Action.RESUME),
+        (None, Action.RESUME),
+    ],
+)
+def test_end_record_decides_when_no_slurm_source_knows(
+    end: EndRecord | None, action: Action
+) -> None:
+    """Neither sacct nor slurmctld knows the predecessor: its own end record tells the row."""
+    d = decide(Predecessor(J("41"), None, elapsed_s=30, end=end), CHAIN, POLICY)
+    assert d.action is action
+    assert d.unknown_links == (1 if end is None else 0)
+
+
+def test_consecutive_unknown_links_are_capped() -> None:
+    """The fourth link in a row whose predecessor nobody knew ends the chain with an error."""
+    unknown = 0
+    actions = []
+    for _ in range(4):
+        d = decide(pred(None, elapsed=None), ChainState(unknown_links=unknown), POLICY)
+        actions.append(d.action)
+        unknown = d.unknown_links
+    assert actions == [Action.RESUME] * 3 + [Action.EXIT_ERROR]
+    # A known predecessor ends the streak.
+    assert decide(pred(SlurmState.TIMEOUT), ChainState(unknown_links=3), POLICY).unknown_links == 0
+
+
+def test_a_held_lease_yields_before_anything_is_counted() -> None:
+    """Another live link holds the runner lease: this one yields, even when requeued itself."""
+    chain = ChainState(job_ids=(J("41"), J("42")), self_job_id=J("42"), lease_held=True)
+    d = decide(pred(SlurmState.FAILED), chain, POLICY)
+    assert (d.action, d.outcome, d.infra_retries) == (Action.YIELD, None, 0)
+
+
+@given(predecessors, chains, policies)
+def test_signalled_never_spends_a_retry(
+    p: Predecessor | None, c: ChainState, pol: ResumePolicy
+) -> None:
+    """A predecessor whose own record says signalled never costs a retry."""
+    if p is not None:
+        p = Predecessor(p.job_id, p.state, p.cancelled_by, p.elapsed_s, p.in_queue,
+                        EndRecord.SIGNALLED)  # fmt: skip
+    assert decide(p, c, pol).infra_retries == c.infra_retries

@@ -1,0 +1,102 @@
+"""The chain at the edges (issue 9) on a real Slurm: checkpoint signals and a hung sacct.
+
+These need nothing but today's dev cluster (22.05, accounting on): a `--signal=B:USR1@N`
+warning reaching a runner that keeps its progress per item, and a `sacct` that never answers
+on the compute node's PATH. Each test names its cluster, so it can run on every cluster the dev
+cluster has (``REMOTE_CHAIN_EDGE_CLUSTERS``, default ``local``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import devcluster
+import pytest
+
+from remote_chain.chainstatus import ChainStateName
+
+from .conftest import Chain, Client, assert_items_once, squeue_state, write_config
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
+
+CLUSTERS = os.environ.get("REMOTE_CHAIN_EDGE_CLUSTERS", "local").split(",")
+
+
+def submit_one(
+    dev: devcluster.DevCluster, folder: Path, cluster: str, name: str, spec: dict[str, object]
+) -> Chain:
+    client = Client(dev.clusters_dir, folder / "state")
+    result = client.submit(write_config(folder / "run", {name: spec}), [cluster])
+    return client.chains(result)[name]
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+def test_batch_warning_signal_resumes_without_a_retry(
+    dev: devcluster.DevCluster, tmp_path: Path, cluster: str
+) -> None:
+    """`--signal=B:USR1@60` reaches the runner; the link ends signalled; the next resumes free."""
+    items = 45
+    spec = {
+        "resumable": {"max_retries": 0},  # a retry spent would end the chain with an error
+        "run": {"items": items, "sleep": 2},
+        "slurm": {"time": "2", "extra_args": ["--signal=B:USR1@60"]},
+    }
+    chain = submit_one(dev, tmp_path, cluster, "usr1", spec)
+    status = chain.wait_ended(timeout=400)
+
+    assert status.state is ChainStateName.COMPLETED, chain.describe()
+    j1 = chain.first_job
+    signalled = chain.events("signal", j1)
+    assert [e.args for e in signalled] == [("USR1",)], chain.describe()
+    ends = chain.events("end", j1)
+    assert ends, chain.describe()
+    assert ends[-1].args[0] == "signalled", chain.describe()
+    ids = chain.chain_ids()
+    assert len(ids) >= 2, chain.describe()
+    assert chain.retries() == 0
+    decided = dict(chain.decisions())
+    assert decided[ids[1]][:2] == ("resume", j1), chain.describe()
+    rows = assert_items_once(chain, items)
+    assert len({r["attempt"] for r in rows}) >= 2
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+def test_a_hung_sacct_in_the_job_is_bounded(
+    dev: devcluster.DevCluster, tmp_path: Path, cluster: str
+) -> None:
+    """A sacct that never answers on the compute node: the lookup ends within its window + s."""
+    spec = {
+        "resumable": True,
+        "run": {"items": 6, "sleep": 1, "fail_first": 1},
+        # Time to put the wrapper in place before the first job queues its successor.
+        "slurm": {"extra_args": ["--begin=now+20"]},
+    }
+    chain = submit_one(dev, tmp_path, cluster, "hung-sacct", spec)
+    wrappers = chain.remote_dir / "wrappers"
+    wrappers.mkdir(mode=0o755)
+    (wrappers / "sacct").write_text("#!/bin/sh\nexec sleep 600\n")
+    (wrappers / "sacct").chmod(0o755)
+    job_sh = chain.remote_dir / "job.sh"
+    text = job_sh.read_text(encoding="utf-8")
+    marker = "\nrc_main "
+    assert marker in text
+    job_sh.write_text(
+        text.replace(marker, f'\nexport PATH="{wrappers}:$PATH"{marker}'), encoding="utf-8"
+    )
+    assert squeue_state(chain.cluster, chain.first_job) == "PENDING", "job.sh edited too late"
+    status = chain.wait_ended(timeout=300)
+
+    j1 = chain.first_job
+    ids = chain.chain_ids()
+    assert status.state is ChainStateName.COMPLETED, chain.describe()
+    assert len(ids) == 2, chain.describe()
+    exited = chain.events("runner_exit", j1)[0].time
+    decided = chain.events("decided", ids[1])[0]
+    looked = decided.time - exited
+    print(f"{ids[1]} decided {looked:.0f} s after {j1}'s runner ended (sacct hung)")
+    # The 60 s window + one bounded sacct (10 s) + job start; never the wrapper's 600 s.
+    assert looked <= 60 + 10 + 45, chain.describe()
+    # slurmctld still knew j1 (FAILED): the retry is spent as the table says.
+    assert decided.args[:3] == ("resume", j1, "FAILED"), chain.describe()
+    assert_items_once(chain, 6)
