@@ -306,6 +306,10 @@ def _chain_state(  # noqa: PLR0917 - private, called once
             prev_rec = snap.sacct.get(prev) if prev else None
             if prev_rec is not None and prev_rec.state is SlurmState.COMPLETED:
                 return ChainStateName.COMPLETED  # Slurm removed the successor of a success
+            if prev_rec is not None and prev_rec.state in NON_TERMINAL_STATES:
+                # The link that withdrew it is not final in accounting yet (it was ending
+                # while this status read its files): never guess.
+                return ChainStateName.UNKNOWN
             return ChainStateName.CANCELLED  # someone cancelled the waiting successor
         return ChainStateName.FAILED
     if rec.state is SlurmState.COMPLETED:

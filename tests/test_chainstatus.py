@@ -108,6 +108,14 @@ CASES = [
         id="waiting-successor-cancelled-by-hand",
     ),
     pytest.param(
+        # Status read the files while link 10 was ending (no runner_exit yet), then saw its
+        # withdrawn successor CANCELLED while accounting still says 10 is running.
+        files("10\n", RAN_TIMEOUT),
+        snap({"10": (S.RUNNING, None), "11": (S.CANCELLED, 1001)}),
+        ChainStateName.UNKNOWN,
+        id="successor-withdrawn-by-a-link-still-ending",
+    ),
+    pytest.param(
         files("10\n", RAN_TIMEOUT),
         snap({"10": (S.TIMEOUT, None), "11": (S.NODE_FAIL, None)}),
         ChainStateName.FAILED,

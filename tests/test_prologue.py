@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from remote_chain.chain import STATE_OUTCOMES, decide
 from remote_chain.models import (
@@ -343,6 +345,49 @@ def _case_id(case: Case) -> str:
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_prologue_agrees_with_decide(tmp_path: Path, case: Case) -> None:
     """Bash and decide() agree on action, exit status, dot-files, runner and successor."""
+    check_agreement(tmp_path, case)
+
+
+STATE_WORDS = [*(s.value for s in SlurmState), "CANCELLED by 0", "CANCELLED by 12345", "BOGUS"]
+GENERATED = st.builds(
+    Case,
+    sacct_state=st.one_of(st.none(), st.sampled_from(STATE_WORDS)),
+    elapsed=st.integers(0, 10**6),
+    earlier_runs=st.lists(st.integers(0, 10**5), max_size=2).map(tuple),
+    sacct_name=st.sampled_from([JOB_NAME, JOB_NAME, "rc-other:b"]),
+    walltime=st.integers(0, 10**6),
+    retries=st.integers(0, 6),
+    unknown=st.integers(0, 4),
+    policy=st.builds(
+        ResumePolicy,
+        max_retries=st.integers(0, 5),
+        max_walltime_s=st.one_of(st.none(), st.integers(1, 2 * 10**6)),
+        cancel_by_other=st.sampled_from(["stop", "preempt"]),
+        max_unknown_links=st.integers(1, 4),
+    ),
+    squeue_pred=st.sampled_from(["", "", *(s.value for s in SlurmState)]),
+    ctld_state=st.sampled_from([s.value for s in SlurmState]),
+    ctld_elapsed=st.one_of(st.none(), st.integers(0, 10**6)),
+    end=st.one_of(st.none(), st.sampled_from(list(EndRecord))),
+    lease_owner=st.sampled_from([None, None, "40", SELF]),
+    lease_owner_state=st.sampled_from(["", "RUNNING", "PENDING", "COMPLETING"]),
+)
+
+
+@settings(
+    max_examples=int(os.environ.get("RC_PROLOGUE_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(case=GENERATED)
+def test_prologue_agrees_with_decide_on_generated_answers(
+    tmp_path_factory: pytest.TempPathFactory, case: Case
+) -> None:
+    """Generated sacct/squeue/scontrol answers, end records and files: bash agrees with decide()."""
+    check_agreement(tmp_path_factory.mktemp("gen"), case)
+
+
+def check_agreement(tmp_path: Path, case: Case) -> None:
     d = expected_decision(case)
     action = d.action
     proc, bench, stubs = run_prologue(tmp_path, case)

@@ -489,11 +489,17 @@ rc_run() {
   if [[ -n $RC_SIGNAL ]]; then
     local sig=$RC_SIGNAL; RC_SIGNAL=""; rc_on_signal "$sig"
   fi
+  # `wait` returns early on every trapped signal, and on Slurm's SIGCONT (bash 5 then reports
+  # -1): wait until the runner is gone, then ask bash once more for its stored exit status.
   while :; do
-    seen=$RC_SIGNALS
     wait "$RC_RUNNER_PID"; status=$?
-    (( seen == RC_SIGNALS )) && break  # not interrupted by a trapped signal: the runner ended
+    kill -0 "$RC_RUNNER_PID" 2>/dev/null || break
   done
+  wait "$RC_RUNNER_PID" 2>/dev/null; seen=$?
+  (( seen >= 0 && seen <= 255 && seen != 127 )) && status=$seen
+  if (( status < 0 || status > 255 )); then
+    if [[ -n $RC_SIGNAL ]]; then status=143; else status=1; fi
+  fi
   [[ -z $timer ]] || kill "$timer" 2>/dev/null
   [[ -z ${RC_KILLER:-} ]] || kill "$RC_KILLER" 2>/dev/null
   rc_event "runner_exit $status"

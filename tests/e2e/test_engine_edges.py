@@ -97,6 +97,9 @@ def test_a_hung_sacct_in_the_job_is_bounded(
     print(f"{ids[1]} decided {looked:.0f} s after {j1}'s runner ended (sacct hung)")
     # The 60 s window + one bounded sacct (10 s) + job start; never the wrapper's 600 s.
     assert looked <= 60 + 10 + 45, chain.describe()
-    # slurmctld still knew j1 (FAILED): the retry is spent as the table says.
-    assert decided.args[:3] == ("resume", j1, "FAILED"), chain.describe()
+    # j1 FAILED: known to slurmctld (if within MinJobAge, 10 s on the dev cluster) or from
+    # j1's own end record (`end error`): the retry is spent as the table says.
+    assert decided.args[:2] == ("resume", j1), chain.describe()
+    assert decided.args[2] in ("FAILED", "none"), chain.describe()
+    assert chain.retries() == 1, chain.describe()
     assert_items_once(chain, 6)
