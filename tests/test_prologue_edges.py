@@ -400,3 +400,19 @@ def test_slurm_commands_cannot_be_replaced_by_shell_functions(tmp_path: Path) ->
     assert proc.returncode == 0, proc.stderr
     assert [e[3] for e in events(bench) if e[2] == "successor"] == ["43"]
     assert len(sbatch_calls(stubs)) == 1
+
+
+def test_a_requeued_link_gets_no_fresh_budget(tmp_path: Path) -> None:
+    """A requeued link's earlier run counts against the cap: its time limit is the rest only."""
+    case = Case("FAILED", chain=(PRED, SELF), walltime=50, policy=ResumePolicy(max_walltime_s=1000))
+
+    def prepare(bench: Path, stubs: Path) -> None:
+        rows = [f"{SELF}|REQUEUED|900|rc-test:b|{bench}", f"{SELF}|RUNNING|3|rc-test:b|{bench}"]
+        (stubs / f"sacct.{SELF}.out").write_text("\n".join(rows) + "\n")
+
+    proc, bench, stubs = run_prologue(tmp_path, case, prepare=prepare)
+    assert proc.returncode == 0, proc.stderr
+    assert decided_action(bench) == "restart"
+    # 1000 - 50 - 900 = 50 s left: the limit is lowered to its floor, one minute.
+    assert f"scontrol update JobId={SELF} TimeLimit=1" in stub_calls(stubs)
+    assert (bench / WALLTIME_FILE).read_text() == "50\n"  # counted by the successor, not here

@@ -445,6 +445,9 @@ rc_main() {
   rc_act
 
   if (( RC_RESUMABLE )) && [[ $RC_EXECUTOR == slurm && -n $RC_MAX_WALLTIME ]]; then
+    # A requeued link's earlier runs used the budget too (never a fresh one after a requeue);
+    # its successor counts them all (--duplicates), so they are not written here.
+    [[ $action == __RESTART__ ]] && rc_earlier_runs && walltime=$(( walltime + RC_EARLIER ))
     rc_clip_time_limit $(( RC_MAX_WALLTIME - walltime ))
   fi
   if [[ -e __CANCEL__ ]]; then
@@ -454,6 +457,20 @@ rc_main() {
     exit 0
   fi
   rc_run "${pred:-none}" "$walltime" "$retries"
+}
+
+# Sets RC_EARLIER: the elapsed seconds of this job's earlier runs (before Slurm requeued it).
+rc_earlier_runs() {
+  local out f1 f2 f3 f4 f5
+  RC_EARLIER=0
+  out=$(rc_slurm sacct __SACCT_ARGS__ \
+    --starttime "$RC_SACCT_START" --endtime now --jobs "$RC_JOB_ID" 2>/dev/null) || out=""
+  while IFS='|' read -r f1 f2 f3 f4 f5; do
+    [[ $f1 == "$RC_JOB_ID" && $f4 == "$RC_JOB_NAME" && ${f2%% *} != RUNNING ]] || continue
+    [[ $f5 == "$RC_DIR" || $f5 == "$PWD" ]] || continue
+    [[ $f3 =~ ^[0-9]{1,12}$ ]] && RC_EARLIER=$(( RC_EARLIER + 10#$f3 ))
+  done <<< "$out"
+  return 0
 }
 
 # Users may lower (never raise) their own time limit: keep the chain inside max_walltime.
