@@ -254,6 +254,17 @@ rc_take_lease() {
   printf '%s\n' "$RC_JOB_ID" 2>/dev/null > "$tmp" || rc_cannot_record "$tmp"
   while :; do
     if ln -- "$tmp" __LEASE__ 2>/dev/null; then RC_LEASE=1; break; fi
+    if [[ ! -e __LEASE__ ]]; then
+      # ln failed, yet there is no lease: once more (it may just have been released)...
+      if ln -- "$tmp" __LEASE__ 2>/dev/null; then RC_LEASE=1; break; fi
+      if [[ ! -e __LEASE__ ]]; then
+        # ...else a filesystem without hard links. Run as before the lease existed rather
+        # than stop the chain, and say so.
+        rc_log "WARNING: cannot take the runner lease (hard links unsupported here?)"
+        rc_event "lease_unsupported"
+        break
+      fi
+    fi
     rc_lease_owner
     if [[ $RC_OWNER == "$RC_JOB_ID" ]]; then RC_LEASE=1; break; fi  # ours, from before a requeue
     if [[ -n $RC_OWNER ]] && ! rc_owner_runs "$RC_OWNER"; then
