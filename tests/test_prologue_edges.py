@@ -28,6 +28,7 @@ from test_prologue import (
     stub_calls,
 )
 
+import remote_chain
 from remote_chain.models import ResumePolicy
 from remote_chain.script import (
     CHAIN_FILE,
@@ -416,3 +417,20 @@ def test_a_requeued_link_gets_no_fresh_budget(tmp_path: Path) -> None:
     # 1000 - 50 - 900 = 50 s left: the limit is lowered to its floor, one minute.
     assert f"scontrol update JobId={SELF} TimeLimit=1" in stub_calls(stubs)
     assert (bench / WALLTIME_FILE).read_text() == "50\n"  # counted by the successor, not here
+
+
+# --- Issue 12 point 3: one copy of the rules ----------------------------------------------------
+def test_the_template_holds_no_rule_of_its_own() -> None:
+    """prologue.bash only does I/O: no action is chosen, no counter moved, no cap compared there."""
+    template = (Path(remote_chain.__file__).parent / "templates" / "prologue.bash").read_text()
+    for forbidden in (
+        "action=__",
+        "retries=$((",
+        "unknown=$((",
+        "RC_MAX_RETRIES",
+        "RC_MAX_UNKNOWN",
+    ):
+        assert forbidden not in template, forbidden
+    # Every Slurm command line comes from sacct.py by substitution.
+    assert "--format=" not in template
+    assert "--parsable2" not in template
