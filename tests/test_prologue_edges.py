@@ -434,3 +434,18 @@ def test_the_template_holds_no_rule_of_its_own() -> None:
     # Every Slurm command line comes from sacct.py by substitution.
     assert "--format=" not in template
     assert "--parsable2" not in template
+
+
+def test_the_whole_lookup_ends_within_its_window_when_every_sacct_hangs(tmp_path: Path) -> None:
+    """A 3 s window and a sacct that never answers: each query gets what is left of the window."""
+    started = time.monotonic()
+    proc, bench, _ = run_prologue(
+        tmp_path,
+        Case("TIMEOUT"),
+        spec_changes={"lookup_timeout_s": 3, "lookup_interval_s": 1},
+        env={"STUB_SLEEP": "sacct:60"},
+    )
+    took = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    assert took < 3 + 2 + 4, took  # window + the last query's 2 s + bash and stubs
+    assert decided_action(bench) == "resume"

@@ -15,7 +15,7 @@ umask go-w
 RC_PHASE=prologue  # prologue | runner: what an exit means for the successor
 RC_SUCC=""         # the successor this run may withdraw (queued by it, or pending from before)
 RC_LEASE=0         # 1 while this job holds the runner lease
-RC_RUNNER_PID="" RC_SIGNAL="" RC_SIGNALS=0 RC_FORWARDED="" RC_BUDGET_HIT=0 RC_INT=0
+RC_QT="" RC_RUNNER_PID="" RC_SIGNAL="" RC_SIGNALS=0 RC_FORWARDED="" RC_BUDGET_HIT=0 RC_INT=0
 F_CANCEL_REQUESTED=0 F_LEASE_HELD=0 F_RESTARTED=0 F_PREDECESSOR_QUEUED=0
 P_STATE="" P_BY="" P_ELAPSED="" P_END="" P_IN_QUEUE=0 P_CTLD_STATE="" P_CTLD_ELAPSED=""
 
@@ -100,7 +100,14 @@ rc_check_trust() {
 
 # A bounded Slurm query: `command` so no shell function or alias stands in for it (issue 14),
 # `timeout` so a wedged slurmctld/slurmdbd cannot hold the allocation (issue 9 class 5).
-rc_slurm() { command timeout -k 2 "$RC_QUERY_TIMEOUT" "$@"; }
+rc_slurm() { command timeout -k 2 "${RC_QT:-$RC_QUERY_TIMEOUT}" "$@"; }
+# Inside the lookup a query gets at most what is left of the window (+2 s), so the whole lookup
+# ends within the window plus a few seconds even when every query hangs.
+rc_bound() {
+  RC_QT=$(( $1 - SECONDS + 2 ))
+  (( RC_QT <= RC_QUERY_TIMEOUT )) || RC_QT=$RC_QUERY_TIMEOUT
+  (( RC_QT >= 1 )) || RC_QT=1
+}
 
 # Look the predecessor up. Sets P_STATE (empty: never seen), P_BY, P_ELAPSED (every run's,
 # --duplicates), P_IN_QUEUE. Retries about a minute while the job is not visible or only a
@@ -109,6 +116,7 @@ rc_lookup() {
   local pred=$1 deadline=$((SECONDS + RC_LOOKUP_TIMEOUT)) out f1 f2 f3 f4 f5 sq asked=0 sum
   while :; do
     P_STATE="" P_BY="" sum=0
+    rc_bound "$deadline"
     out=$(rc_slurm sacct __SACCT_ARGS__ \
       --starttime "$RC_SACCT_START" --endtime now --jobs "$pred" 2>/dev/null) || out=""
     while IFS='|' read -r f1 f2 f3 f4 f5; do
@@ -121,15 +129,17 @@ rc_lookup() {
       [[ $f3 =~ ^[0-9]{1,12}$ ]] && sum=$(( sum + 10#$f3 ))
     done <<< "$out"
     P_ELAPSED=$sum
-    if [[ -n $P_STATE ]]; then rc_outcome "$P_STATE"; [[ $RC_OUTCOME != __NOT_VISIBLE__ ]] && return 0; fi
+    if [[ -n $P_STATE ]]; then rc_outcome "$P_STATE"; [[ $RC_OUTCOME != __NOT_VISIBLE__ ]] && { RC_QT=""; return 0; }; fi
+    rc_bound "$deadline"
     sq=$(rc_slurm squeue __SQUEUE_STATE_ARGS__ --jobs "$pred" 2>/dev/null | head -n 1) || sq=""
     case "$sq" in
-      __QUEUED_STATES__) P_IN_QUEUE=1; return 0 ;;
+      __QUEUED_STATES__) P_IN_QUEUE=1; RC_QT=""; return 0 ;;
     esac
     # Ask slurmctld once, now: it forgets a job MinJobAge after its end, maybe before the
     # window is over.
-    if (( ! asked )); then asked=1; rc_lookup_ctld "$pred"; fi
+    if (( ! asked )); then asked=1; rc_bound "$deadline"; rc_lookup_ctld "$pred"; fi
     if (( SECONDS >= deadline )); then
+      RC_QT=""
       # Accounting never showed a final state: slurmctld's final state decides (issue 9
       # class 6), then the predecessor's own end record (rc_decide), then "not visible".
       P_STATE=$P_CTLD_STATE P_ELAPSED=$P_CTLD_ELAPSED P_BY=""
