@@ -178,6 +178,11 @@ def derive(
     ids = [j for j in ids if j not in withdrawn or j in chain_ids or j in snap.squeue]
     jobs = tuple(_job_view(j, snap) for j in ids)
     warnings = [successor_warning(ev) for ev in events if ev.kind == "successor_failed"]
+    warnings += [
+        f"job {ev.job_id}: ran without the runner lease (no hard links in the benchmark folder)"
+        for ev in events
+        if ev.kind == "lease_unsupported"
+    ]
     state = _chain_state(files, snap, ids, chain_ids, events, problems)
     return _status(cluster, files, state, jobs, walltime, retries, problems, warnings)
 

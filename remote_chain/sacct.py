@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from remote_chain._template import render_template
+from remote_chain.limits import ACCOUNTING_POLICY, LIMIT_REASONS
 from remote_chain.models import JOB_ID_RE, JobId, SacctRecord, SlurmState
 
 # Fields asked of sacct, in order. JobIDRaw, not JobID: array tasks print "123_4" in JobID
@@ -40,10 +41,9 @@ SQUEUE_SUCCESSOR_FORMAT = "%i|%E|%Z"
 # Every Slurm query inside the job is bounded (a wedged slurmdbd must not hold the allocation).
 PROLOGUE_QUERY_TIMEOUT_S = 10
 PROLOGUE_SBATCH_TIMEOUT_S = 30
-# sbatch's words for a per-user or QOS limit (MaxSubmitJobs, QOSMaxSubmitJobPerUserLimit, ...):
-# named in the link's warning and in status. An ERE for bash, a regex for Python.
-SBATCH_LIMIT_ERE = "(QOS|Assoc)[A-Za-z]*Limit|MaxSubmitJobs[A-Za-z]*|job submit limit"
-SBATCH_LIMIT_RE = re.compile(SBATCH_LIMIT_ERE)
+# sbatch's words for a per-user or QOS limit (limits.py owns them), as an ERE for the prologue:
+# the link's warning names the limit, and status reads it back with limits.refusal_limit().
+SBATCH_LIMIT_ERE = "|".join((*LIMIT_REASONS, ACCOUNTING_POLICY))
 
 _CANCELLED_BY = re.compile(r"^CANCELLED\s+by\s+(\d+)")
 

@@ -224,3 +224,16 @@ def test_successor_refused_by_a_submit_limit_names_the_limit() -> None:
     assert warning.startswith("job 10: could not queue a successor (refused by a per-user")
     assert "MaxSubmitJobs" in warning
     assert refusal in warning
+
+
+def test_the_prologues_limit_prefix_is_read() -> None:
+    """The prologue's `limit=<name>` prefix in the event: status names that limit."""
+    events = ev(
+        "10 decided start none none 0 0",
+        "10 successor_failed limit=QOSMaxSubmitJobPerUserLimit sbatch: error",
+    )
+    status = derive("c", files("10\n", events), snap({"10": (S.RUNNING, None)}, {"10": S.RUNNING}))
+    assert status.warnings == (
+        "job 10: could not queue a successor (refused by QOSMaxSubmitJobPerUserLimit):"
+        " limit=QOSMaxSubmitJobPerUserLimit sbatch: error",
+    )
