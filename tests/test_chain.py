@@ -320,3 +320,22 @@ def test_signalled_never_spends_a_retry(
         p = Predecessor(p.job_id, p.state, p.cancelled_by, p.elapsed_s, p.in_queue,
                         EndRecord.SIGNALLED)  # fmt: skip
     assert decide(p, c, pol).infra_retries == c.infra_retries
+
+
+# Every string job_state_string() (src/common/slurm_protocol_defs.c) returns, the same at tags
+# slurm-22-05-11-1, slurm-23-02-7-1, slurm-23-11-11-1, slurm-24-05-8-1 and slurm-24-11-7-1 (read
+# from SchedMD/slurm); sacct's State and squeue's %T print these. Its default "?" parses as
+# UNKNOWN, which is "anything else".
+SLURM_22_05_TO_24_11_STATES = {
+    "BOOT_FAIL", "CANCELLED", "COMPLETED", "COMPLETING", "CONFIGURING", "DEADLINE", "FAILED",
+    "NODE_FAIL", "OUT_OF_MEMORY", "PENDING", "PREEMPTED", "REQUEUED", "REQUEUE_FED",
+    "REQUEUE_HOLD", "RESIZING", "RESV_DEL_HOLD", "REVOKED", "RUNNING", "SIGNALING",
+    "SPECIAL_EXIT", "STAGE_OUT", "STOPPED", "SUSPENDED", "TIMEOUT",
+}  # fmt: skip
+
+
+def test_every_state_slurm_can_print_has_a_row() -> None:
+    """Each state Slurm 22.05-24.11 prints is a SlurmState with a row; '?' is anything else."""
+    assert {s.value for s in SlurmState} - {"UNKNOWN"} == SLURM_22_05_TO_24_11_STATES
+    assert all(SlurmState.parse(s) in STATE_OUTCOMES for s in SLURM_22_05_TO_24_11_STATES)
+    assert STATE_OUTCOMES[SlurmState.parse("?")] is Outcome.FAILED
