@@ -513,7 +513,7 @@ rc_run() {
   export REMOTE_CHAIN_RUN_ID=$RC_RUN_ID REMOTE_CHAIN_BENCHMARK=$RC_BENCHMARK REMOTE_CHAIN_CLUSTER=$RC_CLUSTER
   export REMOTE_CHAIN_ATTEMPT=${#RC_CHAIN[@]}
   if (( ${#RC_CHAIN[@]} > 1 )); then export REMOTE_CHAIN_RESUME=1; else export REMOTE_CHAIN_RESUME=0; fi
-  rc_event "runner_start"
+  rc_event "runner_start" || rc_cannot_record __EVENTS__
   if (( RC_RESUMABLE )) && [[ -n $RC_MAX_WALLTIME ]]; then
     # The cap is enforced to the second by us; Slurm's limit (minutes, checked every ~30 s)
     # is only the backstop lowered above.
