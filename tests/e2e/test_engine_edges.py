@@ -16,7 +16,15 @@ import pytest
 
 from remote_chain.chainstatus import ChainStateName
 
-from .conftest import Chain, Client, assert_items_once, squeue_state, write_config
+from .conftest import (
+    Chain,
+    Client,
+    assert_items_once,
+    slurm_ok,
+    squeue_state,
+    write_config,
+    write_profile,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
@@ -103,3 +111,35 @@ def test_a_hung_sacct_in_the_job_is_bounded(
     assert decided.args[2] in ("FAILED", "none"), chain.describe()
     assert chain.retries() == 1, chain.describe()
     assert_items_once(chain, 6)
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+def test_requeue_opted_in_counts_every_run_and_never_overlaps(
+    dev: devcluster.DevCluster, tmp_path: Path, cluster: str
+) -> None:
+    """`[slurm] requeue = true`; link 1 requeued mid-run, then TIMEOUT: both runs counted."""
+    profiles = tmp_path / "clusters"
+    write_profile(dev, cluster, profiles, slurm={"requeue": True})
+    spec = {"resumable": True, "run": {"items": 40, "sleep": 2}, "slurm": {"time": "1"}}
+    client = Client(profiles, tmp_path / "state")
+    result = client.submit(write_config(tmp_path / "run", {"rq": spec}), [cluster])
+    chain = client.chains(result)["rq"]
+    assert "#SBATCH --requeue" in (chain.remote_dir / "job.sh").read_text()
+    j1 = chain.wait_running(items=2)
+    slurm_ok(cluster, "scontrol", "requeue", j1)
+    status = chain.wait_ended(timeout=360)
+
+    assert status.state is ChainStateName.COMPLETED, chain.describe()
+    decisions = chain.decisions()
+    assert [d for d in decisions if d[0] == j1][1][1][0] == "restart", chain.describe()
+    runs = [j for j in chain.sacct(duplicates=True) if j.job_id == j1]
+    assert len(runs) == 2, chain.describe()
+    j2 = chain.chain_ids()[1]
+    # Every run of the requeued link is counted by its successor (sacct --duplicates).
+    counted = next(d[1][3] for d in decisions if d[0] == j2)
+    assert int(counted) == sum(r.elapsed_s or 0 for r in runs), chain.describe()
+    # The runner never ran twice at once: start/exit events alternate.
+    kinds = [e.kind for e in chain.events() if e.kind in ("runner_start", "runner_exit")]
+    assert kinds == ["runner_start", "runner_exit"] * (len(kinds) // 2), chain.describe()
+    assert not (chain.remote_dir / ".remote_chain_lease").exists()
+    assert_items_once(chain, 40)
