@@ -13,6 +13,7 @@ from pathlib import Path
 
 import devcluster
 import pytest
+import yaml
 
 from remote_chain.chainstatus import ChainStateName
 
@@ -143,3 +144,41 @@ def test_requeue_opted_in_counts_every_run_and_never_overlaps(
     assert kinds == ["runner_start", "runner_exit"] * (len(kinds) // 2), chain.describe()
     assert not (chain.remote_dir / ".remote_chain_lease").exists()
     assert_items_once(chain, 40)
+
+
+@pytest.mark.parametrize("cluster", CLUSTERS)
+def test_secret_never_reaches_slurmctld(
+    dev: devcluster.DevCluster, tmp_path: Path, cluster: str
+) -> None:
+    """A secret env value is in no job's saved state (environment, script) in slurmctld."""
+    secret = "e2e-secret-" + os.urandom(6).hex()
+    spec = {"resumable": True, "run": {"items": 8, "sleep": 2}}
+    config = write_config(tmp_path / "run", {"sec": spec})
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    data["driver"]["env"] = {"E2E_TOKEN": {"value": secret, "secret": True}}
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    client = Client(dev.clusters_dir, tmp_path / "state")
+    chain = client.chains(client.submit(config, [cluster]))["sec"]
+    j1 = chain.wait_running(items=1)
+    j2 = chain.events("successor", j1)[0].args[0]  # queued from inside the job
+    state_dir = Path(_conf_value(cluster, "StateSaveLocation"))
+    for job in (j1, j2):
+        saved = state_dir / f"hash.{int(job) % 10}" / f"job.{job}"
+        files = [p for p in saved.iterdir() if p.is_file()] if saved.is_dir() else []
+        assert files, f"slurmctld saved nothing for {job} in {saved}"
+        # Not vacuous: the saved environment is there and holds the job's other variables.
+        assert b"PATH=" in (saved / "environment").read_bytes()
+        for path in files:
+            assert secret.encode() not in path.read_bytes(), f"{secret} in {path}"
+    status = chain.wait_ended(timeout=180)
+    assert status.state is ChainStateName.COMPLETED, chain.describe()
+    assert not (chain.remote_dir / ".remote_chain_secrets").exists()
+
+
+def _conf_value(cluster: str, key: str) -> str:
+    conf = Path(os.environ[f"REMOTE_CHAIN_DEV_SLURM_CONF_{cluster.upper()}"])
+    for line in conf.read_text(encoding="utf-8").splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == key:
+            return value.strip()
+    raise AssertionError(f"{key} not in {conf}")
