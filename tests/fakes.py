@@ -5,7 +5,8 @@
 - ``bin/``: stub ``sbatch``, ``sacct``, ``squeue``, ``scancel``, ``scontrol`` (and a ``sleep``
   that returns at once: the fake's clock runs fast), first on ``PATH``;
 - ``slurm/queue``: what squeue shows, ``id|STATE|reason|name`` lines (sbatch appends PENDING);
-- ``slurm/accounting``: what sacct shows, lines in ``SACCT_FIELDS`` order; as with
+- ``slurm/accounting``: what sacct shows, lines in ``SACCT_FIELDS`` order (printed in the
+  asked ``--format``; ``JobName``/``WorkDir`` come from ``slurm/jobs``); as with
   ``sacct --duplicates``, the last line of an id is the newest;
 - ``slurm/jobs``: one line per sbatch: ``id<TAB>name<TAB>dependency<TAB>script<TAB>args``,
   and ``slurm/<command>.calls``, each call's argv;
@@ -98,10 +99,27 @@ while (( $# )); do
   shift
 done
 [[ -f $S/accounting ]] || exit 0
+IFS=, read -r -a want <<< "$fmt"
 while IFS= read -r line; do
   id=${line%%|*}
   [[ -z $jobs || ",$jobs," == *",$id,"* ]] || continue
-  if [[ $fmt == JobIDRaw ]]; then printf '%s\\n' "$id"; else printf '%s\\n' "$line"; fi
+  if [[ $fmt == JobIDRaw ]]; then printf '%s\\n' "$id"; continue; fi
+  if [[ -z $fmt ]]; then printf '%s\\n' "$line"; continue; fi
+  # The stored fields (SACCT_FIELDS order), plus JobName and WorkDir (the job's name and the
+  # folder of its script, as --chdir makes it) for a format that asks for them.
+  IFS='|' read -r f_id f_state f_elapsed f_exit f_reason f_start f_end <<< "$line"
+  out=""
+  for field in "${want[@]}"; do
+    case $field in
+      JobIDRaw) v=$f_id ;; State) v=$f_state ;; ElapsedRaw) v=$f_elapsed ;;
+      ExitCode) v=$f_exit ;; Reason) v=$f_reason ;; Start) v=$f_start ;; End) v=$f_end ;;
+      JobName) v=$(awk -F '\\t' -v i="$id" '$1 == i {print $2}' "$S/jobs" 2>/dev/null) ;;
+      WorkDir) v=$(awk -F '\\t' -v i="$id" '$1 == i {print $4}' "$S/jobs" 2>/dev/null); v=${v%/*} ;;
+      *) v="" ;;
+    esac
+    out+="${out:+|}$v"
+  done
+  printf '%s\\n' "$out"
 done < "$S/accounting"
 """
 
