@@ -26,9 +26,9 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "Orchestrator": "remote_chain.orchestrator",
-    "RenderedScript": "remote_chain.orchestrator",
-    "ClusterFailure": "remote_chain.orchestrator",
-    "DoctorResult": "remote_chain.orchestrator",
+    "RenderedScript": "remote_chain.results",
+    "ClusterFailure": "remote_chain.results",
+    "DoctorResult": "remote_chain.results",
     "ClusterProfile": "remote_chain.config",
     "SubmitConfig": "remote_chain.config",
     "DriverConfig": "remote_chain.config",
@@ -38,10 +38,10 @@ _LAZY = {
     "EnvVar": "remote_chain.config",
     "load_submit_config": "remote_chain.config",
     "load_profile": "remote_chain.config",
-    "SubmitResult": "remote_chain.orchestrator",
-    "StatusResult": "remote_chain.orchestrator",
-    "CancelResult": "remote_chain.orchestrator",
-    "ResumeResult": "remote_chain.orchestrator",
+    "SubmitResult": "remote_chain.results",
+    "StatusResult": "remote_chain.results",
+    "CancelResult": "remote_chain.results",
+    "ResumeResult": "remote_chain.results",
     "ResumeCaps": "remote_chain.resumecaps",
     "WaitTimeout": "remote_chain.orchestrator",
     "ChainStatus": "remote_chain.chainstatus",
@@ -66,16 +66,15 @@ if TYPE_CHECKING:
         load_submit_config,
     )
     from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
-    from remote_chain.orchestrator import (
+    from remote_chain.orchestrator import Orchestrator, WaitTimeout
+    from remote_chain.results import (
         CancelResult,
         ClusterFailure,
         DoctorResult,
-        Orchestrator,
         RenderedScript,
         ResumeResult,
         StatusResult,
         SubmitResult,
-        WaitTimeout,
     )
     from remote_chain.resumecaps import ResumeCaps
     from remote_chain.settings import Settings

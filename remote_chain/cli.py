@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from rich.console import Console, RenderableType
 
     from remote_chain.cluster import Opener
-    from remote_chain.orchestrator import ClusterFailure, Orchestrator, StatusResult
+    from remote_chain.orchestrator import Orchestrator
+    from remote_chain.results import ClusterFailure, StatusResult
     from remote_chain.resumecaps import ResumeCaps
     from remote_chain.settings import Settings
 
@@ -483,7 +484,7 @@ def _run_view(result: StatusResult, timeline: bool) -> RenderableType:
 
 
 def _only(result: StatusResult, clusters: Sequence[str], benches: Sequence[str]) -> StatusResult:
-    from remote_chain.orchestrator import StatusResult  # noqa: PLC0415 - start-up time
+    from remote_chain.results import StatusResult  # noqa: PLC0415 - start-up time
 
     chains = tuple(
         c

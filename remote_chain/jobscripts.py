@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from remote_chain.errors import ConfigError
 
 if TYPE_CHECKING:
-    from remote_chain.orchestrator import RenderedScript
+    from remote_chain.results import RenderedScript
 
 # `render` runs without submitting, so there is no run id yet: this placeholder stands in.
 RENDER_RUN_ID = "rc-RENDER"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -24,7 +23,7 @@ import structlog
 
 from remote_chain.actions import Check
 from remote_chain.bundle import ClusterBundle
-from remote_chain.chainstatus import ChainStateName, ChainStatus
+from remote_chain.chainstatus import ChainStateName
 from remote_chain.cluster import ClusterSession, Opener, RetryPolicy
 from remote_chain.config import (
     ClusterProfile,
@@ -34,7 +33,6 @@ from remote_chain.config import (
     find_profile,
     load_submit_config,
 )
-from remote_chain.doctor import DoctorFacts
 from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
 from remote_chain.index import IndexedCluster, IndexedRun, RunIndex
 from remote_chain.jobscripts import RENDER_RUN_ID
@@ -49,6 +47,18 @@ from remote_chain.plan import (
 )
 from remote_chain.reachability import Outages
 from remote_chain.remote import ClosingContext, open_remote
+from remote_chain.results import (
+    CancelEntry,
+    CancelResult,
+    ClusterFailure,
+    DoctorResult,
+    RenderedScript,
+    ResumeEntry,
+    ResumeResult,
+    StatusResult,
+    Submission,
+    SubmitResult,
+)
 from remote_chain.resumecaps import ResumeCaps
 from remote_chain.runs import note_status
 from remote_chain.script import render_job_script
@@ -57,6 +67,22 @@ from remote_chain.snapshot import Target
 
 log = structlog.get_logger("remote_chain")
 T = TypeVar("T")
+
+# The result records live in results.py; imported from here too, as they always were.
+__all__ = [
+    "CancelEntry",
+    "CancelResult",
+    "ClusterFailure",
+    "DoctorResult",
+    "Orchestrator",
+    "RenderedScript",
+    "ResumeEntry",
+    "ResumeResult",
+    "StatusResult",
+    "Submission",
+    "SubmitResult",
+    "WaitTimeout",
+]
 
 
 class WaitTimeout(RemoteChainError):
@@ -67,191 +93,6 @@ class WaitTimeout(RemoteChainError):
     def __init__(self, result: StatusResult):
         self.result = result
         super().__init__("timed out before every chain ended")
-
-
-@dataclass(frozen=True)
-class ClusterFailure:
-    cluster: str
-    error: RemoteChainError
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "cluster": self.cluster,
-            "error": str(self.error),
-            "kind": type(self.error).__name__,
-        }
-
-
-@dataclass(frozen=True)
-class Submission:
-    cluster: str
-    benchmark: str
-    job_id: str | None
-    remote_dir: str
-    error: str | None
-    existing: bool = False
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "cluster": self.cluster,
-            "benchmark": self.benchmark,
-            "job_id": self.job_id,
-            "remote_dir": self.remote_dir,
-            "error": self.error,
-            "existing": self.existing,
-        }
-
-
-@dataclass(frozen=True)
-class SubmitResult:
-    run_id: str
-    submissions: tuple[Submission, ...]
-    failures: tuple[ClusterFailure, ...] = ()
-    dry_run: bool = False
-    bundles: tuple[ClusterBundle, ...] = field(default=(), repr=False)
-    warnings: tuple[str, ...] = ()  # "<cluster>: why the run may not fit its job limits"
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures and all(s.error is None for s in self.submissions)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "run_id": self.run_id,
-            "submissions": [s.to_json() for s in self.submissions],
-            "errors": [f.to_json() for f in self.failures],
-            "dry_run": self.dry_run,
-            "warnings": list(self.warnings),
-        }
-
-
-@dataclass(frozen=True)
-class StatusResult:
-    run_id: str
-    chains: tuple[ChainStatus, ...]
-    failures: tuple[ClusterFailure, ...] = ()
-
-    @property
-    def ended(self) -> bool:
-        return not self.failures and all(c.state.ended for c in self.chains)
-
-    @property
-    def all_completed(self) -> bool:
-        return (
-            not self.failures
-            and bool(self.chains)
-            and all(c.state is ChainStateName.COMPLETED for c in self.chains)
-        )
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "run_id": self.run_id,
-            "chains": [c.to_json() for c in self.chains],
-            "errors": [f.to_json() for f in self.failures],
-        }
-
-
-@dataclass(frozen=True)
-class CancelEntry:
-    cluster: str
-    benchmark: str
-    job_ids: tuple[str, ...]
-    error: str | None
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "cluster": self.cluster,
-            "benchmark": self.benchmark,
-            "job_ids": list(self.job_ids),
-            "error": self.error,
-        }
-
-
-@dataclass(frozen=True)
-class CancelResult:
-    run_id: str
-    cancelled: tuple[CancelEntry, ...]
-    failures: tuple[ClusterFailure, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures and all(c.error is None for c in self.cancelled)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "run_id": self.run_id,
-            "cancelled": [c.to_json() for c in self.cancelled],
-            "errors": [f.to_json() for f in self.failures],
-        }
-
-
-@dataclass(frozen=True)
-class ResumeEntry:
-    cluster: str
-    benchmark: str
-    job_id: str | None
-    error: str | None
-    caps: dict[str, object] | None = None  # what resume counted and wrote (resumable chains)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "cluster": self.cluster,
-            "benchmark": self.benchmark,
-            "job_id": self.job_id,
-            "error": self.error,
-            "caps": self.caps,
-        }
-
-
-@dataclass(frozen=True)
-class ResumeResult:
-    run_id: str
-    resumed: tuple[ResumeEntry, ...]
-    failures: tuple[ClusterFailure, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures and all(r.error is None for r in self.resumed)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "run_id": self.run_id,
-            "resumed": [r.to_json() for r in self.resumed],
-            "errors": [f.to_json() for f in self.failures],
-        }
-
-
-@dataclass(frozen=True)
-class DoctorResult:
-    cluster: str
-    checks: tuple[Check, ...]
-    facts: DoctorFacts | None = None  # None: the cluster was not reached
-
-    @property
-    def ok(self) -> bool:
-        return all(c.ok for c in self.checks)
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "cluster": self.cluster,
-            "ok": self.ok,
-            "checks": [c.to_json() for c in self.checks],
-            **(self.facts or DoctorFacts()).to_json(),
-        }
-
-
-@dataclass(frozen=True)
-class RenderedScript:
-    """One ``job.sh`` exactly as submit would upload it to ``<run_dir>/<benchmark>/job.sh``."""
-
-    cluster: str
-    benchmark: str
-    text: str
-
-    @property
-    def path(self) -> str:
-        """Where it lands under ``render --out DIR``: the run folder's own layout."""
-        return f"{self.cluster}/{self.benchmark}/job.sh"
 
 
 RESUMABLE_STATES = frozenset({ChainStateName.FAILED, ChainStateName.STOPPED})

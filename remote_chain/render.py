@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from remote_chain.bundle import ClusterBundle
     from remote_chain.chainstatus import ChainStatus, JobView
     from remote_chain.config import ClusterProfile
-    from remote_chain.orchestrator import (
+    from remote_chain.results import (
         CancelResult,
         ClusterFailure,
         DoctorResult,

@@ -21,7 +21,7 @@ from remote_chain.index import IndexedRun, RunIndex
 from remote_chain.plan import check_run_id
 
 if TYPE_CHECKING:
-    from remote_chain.orchestrator import StatusResult
+    from remote_chain.results import StatusResult
 
 log = structlog.get_logger("remote_chain")
 

@@ -21,7 +21,7 @@ from remote_chain.durations import format_duration
 
 if TYPE_CHECKING:
     from remote_chain.chainstatus import ChainStatus, JobView
-    from remote_chain.orchestrator import ClusterFailure, StatusResult
+    from remote_chain.results import ClusterFailure, StatusResult
 
 DATE_FORMAT = "YYYY-MM-DD HH:mm:ss"  # Mermaid's (dayjs) spelling of _STRFTIME
 _STRFTIME = "%Y-%m-%d %H:%M:%S"

@@ -22,7 +22,7 @@ from remote_chain.durations import format_duration
 
 if TYPE_CHECKING:
     from remote_chain.chainstatus import ChainStatus, JobView
-    from remote_chain.orchestrator import StatusResult
+    from remote_chain.results import StatusResult
 
 BAR_CELLS = 6
 FULL, EMPTY = "█", "░"

@@ -1,0 +1,94 @@
+"""PURE: the one JSON encoder of every result record (``--json``, interface.md §4).
+
+A record is a frozen dataclass deriving from ``Record``; its JSON is its fields in order,
+encoded recursively: enums by value, tuples as lists, an exception as its message, a nested
+record by this same encoder. Three declarations cover what a field's name and value alone do
+not say, so no record writes its own ``to_json``:
+
+- ``json_field(key=..., empty_null=..., skip=...)``: a field under another key, ``""`` as
+  ``null``, or a field left out (not part of the document);
+- ``JSON_KEYS``: the output order when it names properties too (``ok``, ``level``, ``kind``);
+- ``JSON_FLATTEN``: attributes whose document's keys are merged into this one's.
+
+Keys and values are the interface's contract: tests/test_records.py pins every shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+_KEY = "json_key"
+_EMPTY_NULL = "json_empty_null"
+_SKIP = "json_skip"
+
+
+def json_field(
+    *,
+    key: str | None = None,
+    empty_null: bool = False,
+    skip: bool = False,
+    **kwargs: Any,
+) -> Any:
+    """``dataclasses.field`` carrying how the encoder writes this field."""
+    metadata = {_KEY: key, _EMPTY_NULL: empty_null, _SKIP: skip}
+    return dataclasses.field(metadata=metadata, **kwargs)
+
+
+class Record:
+    """A result record: ``to_json()`` is ``encode(self)``, the one encoder."""
+
+    # Attribute names (fields or properties) in output order; None: every field, in order.
+    JSON_KEYS: ClassVar[tuple[str, ...] | None] = None
+    # Attributes whose (dict) document is merged into this record's, not nested under a key.
+    JSON_FLATTEN: ClassVar[frozenset[str]] = frozenset()
+
+    def to_json(self) -> dict[str, object]:
+        document = encode(self)
+        assert isinstance(document, dict)  # noqa: S101 - a Record always encodes to a dict
+        return document
+
+
+def encode(value: object) -> object:
+    """``value`` as JSON-ready data (dicts, lists, str, int, float, bool, None)."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, enum.Enum):
+        return encode(value.value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseException):
+        return str(value)
+    if isinstance(value, Record) and dataclasses.is_dataclass(value):
+        return _encode_record(value)
+    if isinstance(value, Mapping):
+        return {str(k): encode(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [encode(v) for v in value]
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json):  # records of modules that keep their own document shape
+        return to_json()
+    raise TypeError(f"no JSON form for {type(value).__name__}")
+
+
+def _encode_record(record: Record) -> dict[str, object]:
+    fields = {f.name: f for f in dataclasses.fields(record)}  # type: ignore[arg-type]
+    names = record.JSON_KEYS if record.JSON_KEYS is not None else tuple(fields)
+    out: dict[str, object] = {}
+    for name in names:
+        meta = fields[name].metadata if name in fields else {}
+        if meta.get(_SKIP):
+            continue
+        value = getattr(record, name)
+        if meta.get(_EMPTY_NULL) and value == "":
+            value = None
+        encoded = encode(value)
+        if name in record.JSON_FLATTEN:
+            if not isinstance(encoded, dict):
+                raise TypeError(f"{type(record).__name__}.{name}: only a record flattens")
+            out.update(encoded)
+        else:
+            out[meta.get(_KEY) or name] = encoded
+    return out
