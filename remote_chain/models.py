@@ -14,6 +14,8 @@ JobId = NewType("JobId", str)
 JOB_ID_ERE = "[0-9]+([_+][0-9]+)?"
 JOB_ID_RE = re.compile(rf"^{JOB_ID_ERE}\Z")
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+\Z")
+# What runs a profile's jobs (interface.md section 2): sbatch, or a plain shell (no chaining).
+Executor = Literal["slurm", "shell"]
 
 
 class SlurmState(enum.StrEnum):
