@@ -24,6 +24,8 @@ PURE = [
     "remote/markers",
     "remote/endpoint",
     "summary",
+    "records",
+    "results",
 ]
 FORBIDDEN = {"anyio", "asyncio", "asyncssh", "tenacity", "structlog", "subprocess", "socket"}
 PACKAGE = Path(__file__).resolve().parent.parent / "remote_chain"

@@ -26,7 +26,7 @@ HELP_TARGET_S = 0.4
 
 def _cli_argv() -> list[str] | None:
     """The console script if installed, else ``python -m remote_chain.cli``; None if no CLI."""
-    if not (REPO / "remote_chain" / "cli.py").exists():
+    if not (REPO / "remote_chain" / "cli" / "__init__.py").exists():
         return None
     script = shutil.which("remote-chain")
     return [script] if script else [sys.executable, "-m", "remote_chain.cli"]
@@ -36,7 +36,7 @@ def p6_startup(ctx: Ctx) -> None:
     argv = _cli_argv()
     if argv is None:
         ctx.verdicts.append(
-            Verdict("P6 remote-chain --help cold <= 0.4 s", None, "remote_chain/cli.py is absent")
+            Verdict("P6 remote-chain --help cold <= 0.4 s", None, "remote_chain/cli/ is absent")
         )
         return
     env = {**os.environ, "PYTHONPATH": str(REPO)}

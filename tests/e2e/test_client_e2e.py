@@ -323,8 +323,8 @@ def test_cli_wait_exit_codes(
 ) -> None:
     """``remote-chain wait RUN --cluster local --json``: exit 0 if all completed, else 1."""
     client, good, bad = ended_runs
-    if not (REPO / "remote_chain" / "cli.py").exists():
-        pytest.fail("remote_chain/cli.py does not exist yet: the CLI (interface.md 4) is missing")
+    if not (REPO / "remote_chain" / "cli" / "__init__.py").exists():
+        pytest.fail("remote_chain/cli/ does not exist yet: the CLI (interface.md 4) is missing")
     env = {**os.environ, "REMOTE_CHAIN_STATE_DIR": str(client.state_dir)}
     codes = {}
     for run_id in (good, bad):

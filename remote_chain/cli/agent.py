@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from remote_chain.cli.app import app
+from remote_chain.cli.frame import Globals, guard, prepare, write_json
+
 if TYPE_CHECKING:
     from remote_chain.remote import Endpoint
 
@@ -32,7 +35,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document o
 
 
 def _endpoints(ctx: typer.Context, names: list[str]) -> list[Endpoint]:
-    from remote_chain.cli import Globals  # noqa: PLC0415 - cli imports this module
     from remote_chain.cluster import endpoint_for  # noqa: PLC0415 - start-up time
     from remote_chain.config import default_clusters_dirs, find_profile  # noqa: PLC0415
     from remote_chain.settings import load_settings  # noqa: PLC0415
@@ -52,10 +54,8 @@ def _endpoints(ctx: typer.Context, names: list[str]) -> list[Endpoint]:
 
 
 def _each(ctx: typer.Context, names: list[str], json_output: bool, op: str) -> None:
-    from remote_chain import cli  # noqa: PLC0415 - cli imports this module
-
     def body() -> int:
-        inv = cli._prepare(ctx, json_output=json_output)
+        inv = prepare(ctx, json_output=json_output)
         del inv
         import anyio  # noqa: PLC0415 - start-up time
 
@@ -90,7 +90,7 @@ def _each(ctx: typer.Context, names: list[str], json_output: bool, op: str) -> N
 
         rows = anyio.run(flow, backend="asyncio")
         if json_output:
-            cli.write_json({"agents": rows})
+            write_json({"agents": rows})
         else:
             for r in rows:
                 state = "running" if r["running"] else ("stopped" if r.get("stopped") else "off")
@@ -98,7 +98,7 @@ def _each(ctx: typer.Context, names: list[str], json_output: bool, op: str) -> N
                 typer.echo(f"{r['cluster']}: {state}{pid} ({r['socket']})")
         return 0
 
-    cli._guard(ctx, json_output, body)
+    guard(ctx, json_output, body)
 
 
 @agent_app.command()
@@ -117,3 +117,6 @@ def status(ctx: typer.Context, cluster: ClusterArg, json_output: JsonOpt = False
 def stop(ctx: typer.Context, cluster: ClusterArg, json_output: JsonOpt = False) -> None:
     """Stop each cluster's agent; later commands connect directly again."""
     _each(ctx, cluster, json_output, "stop")
+
+
+app.add_typer(agent_app, name="agent")
