@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from remote_chain._template import render_template
 from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
 from remote_chain.limits import ASSOC_FORMAT, QOS_FORMAT
-from remote_chain.models import JOB_ID_RE, JobId
+from remote_chain.models import JOB_ID_RE, Executor, JobId
 from remote_chain.sacct import render_chunks_function
 from remote_chain.script import (
     CANCEL_MARKER,
@@ -58,7 +58,7 @@ class CancelAnswer:
 
 
 def render_cancel_script(
-    run_id: str, run_dir: str, benchmarks: Sequence[str], *, executor: str = "slurm"
+    run_id: str, run_dir: str, benchmarks: Sequence[str], *, executor: Executor = "slurm"
 ) -> str:
     head = [
         f"RC_EXECUTOR={shlex.quote(executor)}",
@@ -163,7 +163,7 @@ class LogChunk:
 
 
 def render_logs_script(
-    run_dir: str, benchmark: str, *, job_id: str | None, offset: int, executor: str
+    run_dir: str, benchmark: str, *, job_id: str | None, offset: int, executor: Executor
 ) -> str:
     head = [
         f"RC_RUN_DIR={shlex.quote(run_dir)}",
@@ -221,7 +221,7 @@ HINTS = {
 
 
 def render_doctor_script(
-    *, workdir: str, partition: str | None, executor: str, sbatch_args: Sequence[str] = ()
+    *, workdir: str, partition: str | None, executor: Executor, sbatch_args: Sequence[str] = ()
 ) -> str:
     """``sbatch_args``: the profile's own sbatch options, for the ``--test-only`` probes."""
     head = [

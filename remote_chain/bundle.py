@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from remote_chain._template import render_template
-from remote_chain.models import JOB_ID_RE, JobId
+from remote_chain.models import JOB_ID_RE, Executor, JobId
 from remote_chain.script import SINCE_FILE
 
 RECORD_FILE = "remote-chain.json"
@@ -56,7 +56,7 @@ class ClusterBundle:
     cluster: str
     run_dir: str  # <workdir>/<run_id>/<cluster>
     created: str  # ISO 8601 UTC, kept in the run record
-    executor: str
+    executor: Executor
     chains: tuple[ChainPlan, ...]
     files: tuple[BundleFile, ...]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from remote_chain.actions import Check, b64_text, parse_doctor_output
 from remote_chain.limits import Limit, parse_assoc, parse_qos
+from remote_chain.models import Executor
 
 # `sbatch --version` prints "<PACKAGE_NAME> <version>" (src/common/proc_args.c, 22.05..24.11):
 # "slurm 24.11.5" upstream, "slurm-wlm 22.05.8" from Debian's packages.
@@ -142,7 +143,7 @@ def _enforced(enforce: str | None) -> bool | None:
     return bool(words & {"limits", "safe", "qos"})
 
 
-def read_doctor(text: str, *, executor: str = "slurm") -> DoctorReport:
+def read_doctor(text: str, *, executor: Executor = "slurm") -> DoctorReport:
     """The doctor exec's answer: its checks, the facts, and a check per finding."""
     checks = parse_doctor_output(text)
     facts = parse_facts(text)

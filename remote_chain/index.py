@@ -20,6 +20,8 @@ from pathlib import Path
 
 import structlog
 
+from remote_chain.models import Executor
+
 log = structlog.get_logger("remote_chain")
 
 
@@ -27,7 +29,7 @@ log = structlog.get_logger("remote_chain")
 class IndexedCluster:
     run_dir: str
     benchmarks: tuple[str, ...]
-    executor: str = "slurm"
+    executor: Executor = "slurm"
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,8 @@ class IndexedRun:
                     clusters[str(name)] = IndexedCluster(
                         str(c.get("run_dir", "")),
                         tuple(str(b) for b in c.get("benchmarks", []) or []),
-                        str(c.get("executor", "slurm")),
+                        # A closed set: anything but "shell" is an entry of before the field.
+                        "shell" if c.get("executor") == "shell" else "slurm",
                     )
         states_raw = data.get("states")
         states = (

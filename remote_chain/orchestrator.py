@@ -6,47 +6,43 @@ This is the Python API the CLI itself uses (and a CI driver or a notebook can em
         result = await rc.submit(Path("eval.yaml"), clusters=["eos", "dgx"])
         final = await rc.wait(result.run_id)
 
-Every flow fans out over clusters in one anyio task group; a failing cluster is recorded with
-its error and never stops the others. Each cluster is one ``ClusterSession``: one connection
-for the whole invocation, one exec per operation.
+Every flow fans out over clusters in one anyio task group (``fleet.Fleet``); a failing
+cluster is recorded with its error and never stops the others. Each cluster is one
+``ClusterSession``: one connection for the whole invocation, one exec per operation. The
+answers become records (``results.py``) in ``outcomes.py``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import anyio
 import structlog
 
 from remote_chain.actions import Check
-from remote_chain.bundle import ClusterBundle
-from remote_chain.chainstatus import ChainStateName
-from remote_chain.cluster import ClusterSession, Opener, RetryPolicy
-from remote_chain.config import (
-    ClusterProfile,
-    SubmitConfig,
-    check_for_cluster,
-    default_clusters_dirs,
-    find_profile,
-    load_submit_config,
-)
+from remote_chain.config import ClusterProfile, SubmitConfig
 from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
-from remote_chain.index import IndexedCluster, IndexedRun, RunIndex
+from remote_chain.fleet import Fleet
+from remote_chain.index import IndexedCluster, IndexedRun
 from remote_chain.jobscripts import RENDER_RUN_ID
+from remote_chain.outcomes import (
+    cancel_entries,
+    per_run,
+    planned,
+    recent_targets,
+    resumable,
+    resume_entries,
+    submissions,
+)
 from remote_chain.plan import (
     build_bundle,
-    check_run_id,
     job_spec,
-    new_run_id,
     read_uploads,
     run_dir,
-    select_benchmarks,
 )
 from remote_chain.reachability import Outages
-from remote_chain.remote import ClosingContext, open_remote
 from remote_chain.results import (
     CancelEntry,
     CancelResult,
@@ -60,13 +56,10 @@ from remote_chain.results import (
     SubmitResult,
 )
 from remote_chain.resumecaps import ResumeCaps
-from remote_chain.runs import note_status
+from remote_chain.runs import note_status, remember, settle
 from remote_chain.script import render_job_script
-from remote_chain.settings import Settings
-from remote_chain.snapshot import Target
 
 log = structlog.get_logger("remote_chain")
-T = TypeVar("T")
 
 # The result records live in results.py; imported from here too, as they always were.
 __all__ = [
@@ -95,10 +88,7 @@ class WaitTimeout(RemoteChainError):
         super().__init__("timed out before every chain ended")
 
 
-RESUMABLE_STATES = frozenset({ChainStateName.FAILED, ChainStateName.STOPPED})
-
-
-class Orchestrator(ClosingContext):
+class Orchestrator(Fleet):
     """The whole client: profiles, sessions (one per cluster), the local index, the flows.
 
     Use it as ``async with Orchestrator() as rc:`` so every connection is closed at the end.
@@ -107,96 +97,6 @@ class Orchestrator(ClosingContext):
     list it in the result's ``failures``; they raise ``ConfigError`` for what is wrong before
     anything is sent, and ``WaitTimeout`` (``wait``) at its timeout.
     """
-
-    def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        clusters_dir: Path | None = None,
-        opener: Opener = open_remote,
-        retry: RetryPolicy | None = None,
-        index: RunIndex | None = None,
-    ) -> None:
-        self.settings = settings or Settings()
-        self.clusters_dirs = default_clusters_dirs(clusters_dir, self.settings)
-        self.index = index or RunIndex(self.settings.index_dir())
-        self._opener = opener
-        self._retry = retry
-        self._sessions: dict[str, ClusterSession] = {}
-        # Profiles given as objects (``clusters=[ClusterProfile(...)]``) win over files.
-        self._given: dict[str, ClusterProfile] = {}
-
-    async def aclose(self) -> None:
-        """Close every connection opened (shielded: runs even when cancelled). Never raises."""
-        with anyio.CancelScope(shield=True):
-            for session in self._sessions.values():
-                await session.aclose()
-
-    def profile(self, name: str) -> ClusterProfile:
-        """The profile of this name: one given as an object, else ``<name>.toml``.
-
-        Raises ``ConfigError`` for an unknown name or an invalid profile file.
-        """
-        if name in self._given:
-            return self._given[name]
-        return find_profile(name, clusters_dirs=self.clusters_dirs)
-
-    def _cluster_names(self, clusters: Sequence[str | ClusterProfile]) -> list[str]:
-        """Names for ``clusters``; a ``ClusterProfile`` object is remembered under its name.
-
-        Raises ``ConfigError`` if two different profile objects share one name (the name is
-        part of every remote path, so it must say which cluster is meant).
-        """
-        names = []
-        for cluster in clusters:
-            if isinstance(cluster, ClusterProfile):
-                known = self._given.get(cluster.name)
-                if known is not None and known != cluster:
-                    raise ConfigError(
-                        f"two different profiles named {cluster.name!r}",
-                        source="<python>",
-                        field="clusters",
-                    )
-                self._given[cluster.name] = cluster
-                names.append(cluster.name)
-            else:
-                names.append(cluster)
-        return names
-
-    def session(self, name: str) -> ClusterSession:
-        """The one session (connection, opened lazily) of a cluster for this Orchestrator.
-
-        Raises ``ConfigError`` for an unknown profile, or an unreadable key / known_hosts file.
-        """
-        if name not in self._sessions:
-            profile = self.profile(name)
-            # A missing key or known_hosts is the profile's fault: say so (exit 2), not a
-            # network error after retries.
-            profile.check_local_files()
-            self._sessions[name] = ClusterSession(
-                profile, self.settings, opener=self._opener, retry=self._retry
-            )
-        return self._sessions[name]
-
-    async def _fan_out(
-        self, clusters: Sequence[str], work: Callable[[str], Awaitable[T]]
-    ) -> tuple[dict[str, T], list[ClusterFailure]]:
-        """Run ``work`` per cluster concurrently; each failure is kept with its cluster."""
-        results: dict[str, T] = {}
-        failures: list[ClusterFailure] = []
-
-        async def one(name: str) -> None:
-            try:
-                results[name] = await work(name)
-            except RemoteChainError as exc:
-                # debug only: the command reports each failure once, itself (issue 11 §2).
-                log.debug("cluster_failed", cluster=name, error=str(exc))
-                failures.append(ClusterFailure(name, exc))
-
-        async with anyio.create_task_group() as tg:
-            for name in dict.fromkeys(clusters):
-                tg.start_soon(one, name)
-        return results, sorted(failures, key=lambda f: f.cluster)
 
     # --- submit -------------------------------------------------------------------------------
     async def submit(
@@ -219,19 +119,9 @@ class Orchestrator(ClosingContext):
         Raises ``ConfigError`` (bad config, unknown cluster, invalid run id, unreadable
         upload or key file) before anything is sent.
         """
-        clusters = self._cluster_names(clusters)
-        if not clusters:
-            raise ConfigError(
-                "name at least one cluster", source="<command line>", field="--cluster"
-            )
-        cfg = config if isinstance(config, SubmitConfig) else load_submit_config(config)
-        names = select_benchmarks(cfg, benchmarks)
-        run_id = check_run_id(run_id) if run_id else new_run_id()
+        cfg, names, run_id, profiles = self._plan(config, clusters, benchmarks, run_id or None)
         created = dt.datetime.now(dt.UTC)
-        # Every local check before any connection: profiles, executors, uploads.
-        profiles = [self.profile(c) for c in dict.fromkeys(clusters)]
-        for p in profiles:
-            check_for_cluster(cfg, p)
+        for p in profiles:  # a missing key is the profile's fault (exit 2), before connecting
             p.check_local_files()
         uploads = read_uploads(cfg, max_bytes=self.settings.max_upload_bytes)
         bundles = {
@@ -248,90 +138,31 @@ class Orchestrator(ClosingContext):
             for p in profiles
         }
         if dry_run:
-            subs = tuple(
-                Submission(p.name, c.benchmark, None, c.remote_dir, None)
-                for p in profiles
-                for c in bundles[p.name].chains
-            )
+            subs = tuple(s for p in profiles for s in planned(p.name, bundles[p.name]))
             return SubmitResult(run_id, subs, dry_run=True, bundles=tuple(bundles.values()))
-        self._remember(run_id, created, profiles, names)
+        entry = {
+            p.name: IndexedCluster(run_dir(p, run_id), tuple(names), p.executor) for p in profiles
+        }
+        remember(self.index, IndexedRun(run_id, created.isoformat(), entry))
         log.info("run_submitting", run_id=run_id, clusters=[p.name for p in profiles])
         answers, failures = await self._fan_out(
             [p.name for p in profiles], lambda name: self.session(name).submit(bundles[name])
         )
-        subs_list: list[Submission] = []
-        for p in profiles:
-            answer = answers.get(p.name)
-            if answer is None:
-                continue
-            bundle = bundles[p.name]
-            if answer.existed:
-                subs_list += _existing(p.name, bundle, answer.record)
-                continue
-            by_bench = {s.benchmark: s for s in answer.submitted}
-            for chain in bundle.chains:
-                s = by_bench.get(chain.benchmark)
-                subs_list.append(
-                    Submission(
-                        p.name,
-                        chain.benchmark,
-                        s.job_id if s else None,
-                        chain.remote_dir,
-                        (s.error if s else "no answer for this benchmark"),
-                    )
-                )
-        self._settle_index(run_id, subs_list, failures)
+        subs_list = [
+            s
+            for p in profiles
+            if p.name in answers
+            for s in submissions(p.name, bundles[p.name], answers[p.name])
+        ]
+        # Kept only where the run may exist: a job id, an existing run, or a cluster that
+        # failed after it was once connected (a dropped reply may hide queued jobs).
+        keep = {s.cluster for s in subs_list if s.job_id is not None or s.existing}
+        keep |= {f.cluster for f in failures if self._was_connected(f.cluster)}
+        settle(self.index, run_id, keep)
         # Only sessions that were made: a cluster whose session failed has no warnings.
         sessions = [self._sessions[p.name] for p in profiles if p.name in self._sessions]
         warnings = tuple(f"{s.name}: {w}" for s in sessions for w in s.submit_warnings)
         return SubmitResult(run_id, tuple(subs_list), tuple(failures), warnings=warnings)
-
-    def _settle_index(
-        self, run_id: str, subs: Sequence[Submission], failures: Sequence[ClusterFailure]
-    ) -> None:
-        """Keep in the index only the clusters where the run may exist (interface.md §4).
-
-        The entry is written before connecting, so a crash mid-submit still leaves the run
-        findable. Afterwards a cluster that certainly queued nothing (no job id, and either it
-        answered or it was never reached) is dropped; with none left the entry goes: a submit
-        that queued nothing anywhere is not a run.
-        """
-        keep = {s.cluster for s in subs if s.job_id is not None or s.existing}
-        # A cluster that failed after it was once connected (a dropped reply, a timeout
-        # mid-exec) may have queued jobs: keep it. One never reached (dead host, auth, host
-        # key, bad profile) certainly did not.
-        keep |= {f.cluster for f in failures if self._was_connected(f.cluster)}
-        entry = self.index.load(run_id)
-        if entry is None or keep == set(entry.clusters):
-            return
-        try:
-            if keep:
-                clusters = {k: v for k, v in entry.clusters.items() if k in keep}
-                self.index.save(IndexedRun(entry.run_id, entry.created, clusters))
-            else:
-                self.index.forget(run_id)
-                log.info("run_not_recorded", run_id=run_id, reason="nothing was queued")
-        except OSError as exc:
-            log.warning("index_write_failed", error=str(exc))
-
-    def _was_connected(self, name: str) -> bool:
-        session = self._sessions.get(name)
-        return session is not None and session.connected_once
-
-    def _remember(
-        self,
-        run_id: str,
-        created: dt.datetime,
-        profiles: Sequence[ClusterProfile],
-        names: list[str],
-    ) -> None:
-        clusters = {
-            p.name: IndexedCluster(run_dir(p, run_id), tuple(names), p.executor) for p in profiles
-        }
-        try:
-            self.index.save(IndexedRun(run_id, created.isoformat(), clusters))
-        except OSError as exc:  # the index is a convenience: never fail a submit on it
-            log.warning("index_write_failed", error=str(exc))
 
     # --- render -------------------------------------------------------------------------------
     def render(
@@ -351,18 +182,9 @@ class Orchestrator(ClosingContext):
         Raises ``ConfigError`` for a bad config, an unknown cluster, an invalid run id, an
         unknown benchmark, or a config the cluster's executor cannot run.
         """
-        names = self._cluster_names(clusters)
-        if not names:
-            raise ConfigError(
-                "name at least one cluster", source="<command line>", field="--cluster"
-            )
-        cfg = config if isinstance(config, SubmitConfig) else load_submit_config(config)
-        wanted = select_benchmarks(cfg, benchmarks)
-        check_run_id(run_id)
+        cfg, wanted, run_id, profiles = self._plan(config, clusters, benchmarks, run_id)
         out = []
-        for name in dict.fromkeys(names):
-            profile = self.profile(name)
-            check_for_cluster(cfg, profile)
+        for profile in profiles:
             for bench in wanted:
                 spec = job_spec(
                     cfg,
@@ -376,29 +198,6 @@ class Orchestrator(ClosingContext):
         return out
 
     # --- status / wait --------------------------------------------------------------------------
-    def _targets(
-        self, run_id: str, clusters: Sequence[str | ClusterProfile], benchmarks: Sequence[str]
-    ) -> dict[str, Target]:
-        """Which folder to read on which cluster: --cluster wins, else the local index."""
-        check_run_id(run_id)
-        clusters = self._cluster_names(clusters)
-        if clusters:
-            return {
-                c: Target(run_id, run_dir(self.profile(c), run_id), tuple(benchmarks))
-                for c in dict.fromkeys(clusters)
-            }
-        entry = self.index.load(run_id)
-        if entry is None:
-            raise ConfigError(
-                f"run {run_id} is not in the local index ({self.index.folder}); "
-                "name its cluster(s) with --cluster",
-                source="<command line>",
-                field="RUN_ID",
-            )
-        return {
-            name: Target(run_id, c.run_dir, tuple(benchmarks)) for name, c in entry.clusters.items()
-        }
-
     async def status(
         self,
         run_id: str,
@@ -447,22 +246,11 @@ class Orchestrator(ClosingContext):
             runs = [r for r in (self.index.load(i) for i in run_ids) if r is not None]
         else:
             runs = self.index.recent(limit)
-        clusters = self._cluster_names(clusters)
-        per_cluster: dict[str, list[Target]] = {}
-        for run in runs:
-            for name, c in run.clusters.items():
-                if not clusters or name in clusters:
-                    per_cluster.setdefault(name, []).append(Target(run.run_id, c.run_dir))
+        per_cluster = recent_targets(runs, self._cluster_names(clusters))
         results, failures = await self._fan_out(
             list(per_cluster), lambda name: self.session(name).status(per_cluster[name])
         )
-        out = []
-        for run in runs:
-            chains = tuple(
-                c for name in run.clusters for c in results.get(name, []) if c.run_id == run.run_id
-            )
-            fails = tuple(f for f in failures if f.cluster in run.clusters)
-            out.append(StatusResult(run.run_id, chains, fails))
+        out = per_run(runs, results, failures)
         note_status(self.index, out)
         return out
 
@@ -524,20 +312,7 @@ class Orchestrator(ClosingContext):
             list(targets),
             lambda name: self.session(name).cancel(run_id, targets[name].run_dir, benchmarks),
         )
-        entries = []
-        for name, answer in answers.items():
-            err = "; ".join(answer.errors) or None
-            if answer.left:
-                err = (err + "; " if err else "") + "jobs were still queued when cancel gave up"
-            if not answer.cancelled and err:
-                entries.append(CancelEntry(name, "", (), err))
-            entries += [
-                CancelEntry(name, bench, tuple(ids), err) for bench, ids in answer.cancelled.items()
-            ]
-            entries += [
-                CancelEntry(name, bench, (), "no such benchmark in this run")
-                for bench in answer.missing
-            ]
+        entries = [e for name, answer in answers.items() for e in cancel_entries(name, answer)]
         return CancelResult(run_id, tuple(entries), tuple(failures))
 
     async def resume(
@@ -557,14 +332,7 @@ class Orchestrator(ClosingContext):
         """
         status = await self.status(run_id, clusters=clusters, benchmarks=benchmarks)
         targets = self._targets(run_id, clusters, benchmarks)
-        wanted: dict[str, dict[str, ChainStateName]] = {}
-        entries: list[ResumeEntry] = []
-        for chain in status.chains:
-            if chain.state in RESUMABLE_STATES:
-                wanted.setdefault(chain.cluster, {})[chain.benchmark] = chain.state
-            else:
-                why = f"chain is {chain.state.value}; only failed or stopped chains resume"
-                entries.append(ResumeEntry(chain.cluster, chain.benchmark, None, why))
+        wanted, entries = resumable(status.chains)
         answers, failures = await self._fan_out(
             list(wanted),
             lambda name: self.session(name).resume(
@@ -572,13 +340,7 @@ class Orchestrator(ClosingContext):
             ),
         )
         for name, (answer, plan) in answers.items():
-            steps = plan.steps
-            entries += [
-                ResumeEntry(name, b, j, None, steps[b].to_json() if b in steps else None)
-                for b, j in answer.submitted.items()
-            ]
-            refused = {**plan.refused, **answer.refused}
-            entries += [ResumeEntry(name, b, None, why) for b, why in refused.items()]
+            entries += resume_entries(name, answer, plan)
             for warning in answer.warnings:
                 log.warning("resume_record_not_updated", cluster=name, detail=warning)
         return ResumeResult(run_id, tuple(entries), tuple(list(status.failures) + failures))
@@ -663,38 +425,3 @@ def _ssh_hint(exc: RemoteError) -> str:
         "HostNotFoundError": "the name does not resolve: check host (or HostName in ssh config)",
         "RemoteTimeout": "the host did not answer in time; check the network or raise the timeout",
     }.get(kind, "")
-
-
-def _existing(
-    cluster: str, bundle: ClusterBundle, record: dict[str, object] | None
-) -> list[Submission]:
-    """A submit that found the run already there reports that run's jobs, never a second."""
-    chains = record.get("chains") if record else None
-    if not isinstance(chains, list):
-        return [
-            Submission(
-                cluster,
-                c.benchmark,
-                None,
-                c.remote_dir,
-                "run already exists here but its record is incomplete (submit in progress?)",
-                existing=True,
-            )
-            for c in bundle.chains
-        ]
-    out = []
-    for c in chains:
-        if isinstance(c, dict):
-            job = c.get("first_job_id")
-            err = c.get("error")
-            out.append(
-                Submission(
-                    cluster,
-                    str(c.get("benchmark")),
-                    str(job) if job else None,
-                    str(c.get("remote_dir")),
-                    str(err) if err else None,
-                    existing=True,
-                )
-            )
-    return out

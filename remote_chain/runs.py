@@ -100,6 +100,35 @@ def note_status(index: RunIndex, results: Iterable[StatusResult]) -> None:
             log.warning("index_write_failed", run_id=result.run_id, error=str(exc))
 
 
+def remember(index: RunIndex, run: IndexedRun) -> None:
+    """Enter a run being submitted, before connecting: a crash mid-submit leaves it findable."""
+    try:
+        index.save(run)
+    except OSError as exc:  # the index is a convenience: never fail a submit on it
+        log.warning("index_write_failed", error=str(exc))
+
+
+def settle(index: RunIndex, run_id: str, keep: set[str]) -> None:
+    """Keep in the index only the clusters where the run may exist (interface.md §4).
+
+    ``keep`` names them; a cluster that certainly queued nothing (no job id, and either it
+    answered or it was never reached) is dropped; with none left the entry goes: a submit
+    that queued nothing anywhere is not a run.
+    """
+    entry = index.load(run_id)
+    if entry is None or keep == set(entry.clusters):
+        return
+    try:
+        if keep:
+            clusters = {k: v for k, v in entry.clusters.items() if k in keep}
+            index.save(IndexedRun(entry.run_id, entry.created, clusters))
+        else:
+            index.forget(run_id)
+            log.info("run_not_recorded", run_id=run_id, reason="nothing was queued")
+    except OSError as exc:
+        log.warning("index_write_failed", error=str(exc))
+
+
 def forget(index: RunIndex, run_ids: Sequence[str]) -> tuple[list[str], list[str]]:
     """Remove these runs from the index: (forgotten, not found). Invalid ids are a ConfigError."""
     for run_id in run_ids:

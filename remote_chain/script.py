@@ -31,6 +31,7 @@ from remote_chain.models import (
     QUEUED_STATES,
     Action,
     EndRecord,
+    Executor,
     Outcome,
     ResumePolicy,
 )
@@ -91,7 +92,7 @@ class JobSpec:
     slurm: SlurmDirectives = field(default_factory=SlurmDirectives)
     lookup_timeout_s: int = 60
     lookup_interval_s: int = 5
-    executor: str = "slurm"
+    executor: Executor = "slurm"
     max_unknown_links: int = 3
 
     @property

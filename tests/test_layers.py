@@ -26,6 +26,7 @@ PURE = [
     "summary",
     "records",
     "results",
+    "outcomes",
 ]
 FORBIDDEN = {"anyio", "asyncio", "asyncssh", "tenacity", "structlog", "subprocess", "socket"}
 PACKAGE = Path(__file__).resolve().parent.parent / "remote_chain"
