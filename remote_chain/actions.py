@@ -11,6 +11,7 @@ from remote_chain._template import render_template
 from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
 from remote_chain.limits import ASSOC_FORMAT, QOS_FORMAT
 from remote_chain.models import JOB_ID_RE, Executor, JobId
+from remote_chain.records import Record, json_meta
 from remote_chain.sacct import render_chunks_function
 from remote_chain.script import (
     CANCEL_MARKER,
@@ -191,8 +192,10 @@ def parse_logs_output(text: str) -> LogChunk:
 
 # --- doctor ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Check:
-    name: str
+class Check(Record):
+    JSON_KEYS = ("name", "ok", "level", "detail", "hint")
+
+    name: str = field(metadata=json_meta(key="check"))
     ok: bool
     detail: str
     hint: str = ""  # the fix of a failed check, or what a passed one means for runs
@@ -201,15 +204,6 @@ class Check:
     @property
     def level(self) -> str:
         return "fail" if not self.ok else "warn" if self.warn else "ok"
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "check": self.name,
-            "ok": self.ok,
-            "level": self.level,
-            "detail": self.detail,
-            "hint": self.hint,
-        }
 
 
 HINTS = {

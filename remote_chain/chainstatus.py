@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from remote_chain.limits import refusal_limit
 from remote_chain.models import JOB_ID_RE, NON_TERMINAL_STATES, Action, JobId, SlurmState
+from remote_chain.records import Record, json_meta
 from remote_chain.snapshot import ChainFiles, Snapshot
 
 
@@ -34,32 +35,23 @@ class ChainStateName(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class JobView:
+class JobView(Record):
     job_id: JobId
     state: str
     elapsed_s: int | None = None
     exit_code: str = ""
     reason: str = ""
-    # sacct's Start/End (ISO 8601, cluster local time, no zone), "" when Slurm has none yet.
-    start: str = ""
-    end: str = ""
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "job_id": self.job_id,
-            "state": self.state,
-            "elapsed_s": self.elapsed_s,
-            "exit_code": self.exit_code,
-            "reason": self.reason,
-            "start": self.start or None,
-            "end": self.end or None,
-        }
+    # sacct's Start/End (ISO 8601, cluster local time, no zone), "" when Slurm has none yet
+    # (null in JSON).
+    start: str = field(default="", metadata=json_meta(empty_null=True))
+    end: str = field(default="", metadata=json_meta(empty_null=True))
 
 
 @dataclass(frozen=True)
-class ChainStatus:
+class ChainStatus(Record):
     cluster: str
-    run_id: str
+    # In JSON once, on the StatusResult around the chains.
+    run_id: str = field(metadata=json_meta(skip=True))
     benchmark: str
     state: ChainStateName
     jobs: tuple[JobView, ...] = ()
@@ -71,20 +63,6 @@ class ChainStatus:
     # Each link's walltime (--time), from the run record; None for runs recorded before it
     # was kept, or without a time limit.
     time_limit_s: int | None = None
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "cluster": self.cluster,
-            "benchmark": self.benchmark,
-            "state": self.state.value,
-            "jobs": [j.to_json() for j in self.jobs],
-            "accumulated_walltime_s": self.accumulated_walltime_s,
-            "infra_retries": self.infra_retries,
-            "remote_dir": self.remote_dir,
-            "error": self.error,
-            "warnings": list(self.warnings),
-            "time_limit_s": self.time_limit_s,
-        }
 
 
 @dataclass(frozen=True)

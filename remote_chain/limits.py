@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import base64
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from remote_chain.records import Record, json_meta
 
 # sacctmgr formats asked by doctor.bash; the parsers below read exactly these columns.
 ASSOC_FORMAT = ("Cluster", "Account", "User", "Partition", "MaxJobs", "MaxSubmitJobs", "QOS")
@@ -67,10 +69,11 @@ def refusal_limit(text: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class Limit:
+class Limit(Record):
     """One reported job-count limit of the user, and where Slurm keeps it."""
 
-    name: str  # Slurm's field: MaxSubmitJobs, MaxJobs, MaxSubmitPU, MaxJobsPU
+    # Slurm's field: MaxSubmitJobs, MaxJobs, MaxSubmitPU, MaxJobsPU ("limit" in JSON).
+    name: str = field(metadata=json_meta(key="limit"))
     value: int
     source: str  # e.g. "association rc/rcuser on local", "QOS normal"
 
@@ -78,9 +81,6 @@ class Limit:
     def refuses(self) -> bool:
         """Over a submit limit sbatch is refused; over a run limit jobs only wait."""
         return "Submit" in self.name
-
-    def to_json(self) -> dict[str, object]:
-        return {"limit": self.name, "value": self.value, "source": self.source}
 
 
 def _int(text: str) -> int | None:

@@ -5,12 +5,14 @@ encoded recursively: enums by value, tuples as lists, an exception as its messag
 record by this same encoder. Three declarations cover what a field's name and value alone do
 not say, so no record writes its own ``to_json``:
 
-- ``json_field(key=..., empty_null=..., skip=...)``: a field under another key, ``""`` as
-  ``null``, or a field left out (not part of the document);
+- ``field(metadata=json_meta(key=..., empty_null=..., skip=...))``: a field under another
+  key, ``""`` as ``null``, or a field left out (not part of the document);
 - ``JSON_KEYS``: the output order when it names properties too (``ok``, ``level``, ``kind``);
 - ``JSON_FLATTEN``: attributes whose document's keys are merged into this one's.
 
 Keys and values are the interface's contract: tests/test_records.py pins every shape.
+One value keeps a hand-made document: ``doctor.DoctorFacts`` regroups its flat findings into
+nested sections (``accounting``, ``job_limits``, ...); the encoder takes its ``to_json()``.
 """
 
 from __future__ import annotations
@@ -18,23 +20,18 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import ClassVar
 
 _KEY = "json_key"
 _EMPTY_NULL = "json_empty_null"
 _SKIP = "json_skip"
 
 
-def json_field(
-    *,
-    key: str | None = None,
-    empty_null: bool = False,
-    skip: bool = False,
-    **kwargs: Any,
-) -> Any:
-    """``dataclasses.field`` carrying how the encoder writes this field."""
-    metadata = {_KEY: key, _EMPTY_NULL: empty_null, _SKIP: skip}
-    return dataclasses.field(metadata=metadata, **kwargs)
+def json_meta(
+    *, key: str | None = None, empty_null: bool = False, skip: bool = False
+) -> dict[str, object]:
+    """A field's ``metadata``: how the encoder writes it (``dataclasses.field(metadata=...)``)."""
+    return {_KEY: key, _EMPTY_NULL: empty_null, _SKIP: skip}
 
 
 class Record:
@@ -68,7 +65,7 @@ def encode(value: object) -> object:
     if isinstance(value, list | tuple):
         return [encode(v) for v in value]
     to_json = getattr(value, "to_json", None)
-    if callable(to_json):  # records of modules that keep their own document shape
+    if callable(to_json):  # DoctorFacts: a regrouped document, see the module docstring
         return to_json()
     raise TypeError(f"no JSON form for {type(value).__name__}")
 

@@ -8,7 +8,7 @@ keeps working.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from remote_chain.actions import Check
@@ -16,10 +16,12 @@ from remote_chain.bundle import ClusterBundle
 from remote_chain.chainstatus import ChainStateName, ChainStatus
 from remote_chain.doctor import DoctorFacts
 from remote_chain.errors import RemoteChainError
-from remote_chain.records import Record, json_field
+from remote_chain.records import Record, json_meta
 
 # The failures of a flow are "errors" in every document (interface.md §4).
 ERRORS_KEY = "errors"
+_AS_ERRORS = json_meta(key=ERRORS_KEY)
+_NOT_IN_JSON = json_meta(skip=True)
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,11 @@ class Submission(Record):
 class SubmitResult(Record):
     run_id: str
     submissions: tuple[Submission, ...]
-    failures: Failures = json_field(key=ERRORS_KEY, default=())
+    failures: Failures = field(default=(), metadata=_AS_ERRORS)
     dry_run: bool = False
-    bundles: tuple[ClusterBundle, ...] = json_field(skip=True, default=(), repr=False)
+    bundles: tuple[ClusterBundle, ...] = field(
+        default=(), repr=False, metadata=json_meta(skip=True)
+    )
     warnings: tuple[str, ...] = ()  # "<cluster>: why the run may not fit its job limits"
 
     @property
@@ -67,7 +71,7 @@ class SubmitResult(Record):
 class StatusResult(Record):
     run_id: str
     chains: tuple[ChainStatus, ...]
-    failures: Failures = json_field(key=ERRORS_KEY, default=())
+    failures: Failures = field(default=(), metadata=_AS_ERRORS)
 
     @property
     def ended(self) -> bool:
@@ -94,7 +98,7 @@ class CancelEntry(Record):
 class CancelResult(Record):
     run_id: str
     cancelled: tuple[CancelEntry, ...]
-    failures: Failures = json_field(key=ERRORS_KEY, default=())
+    failures: Failures = field(default=(), metadata=_AS_ERRORS)
 
     @property
     def ok(self) -> bool:
@@ -114,7 +118,7 @@ class ResumeEntry(Record):
 class ResumeResult(Record):
     run_id: str
     resumed: tuple[ResumeEntry, ...]
-    failures: Failures = json_field(key=ERRORS_KEY, default=())
+    failures: Failures = field(default=(), metadata=_AS_ERRORS)
 
     @property
     def ok(self) -> bool:
