@@ -60,3 +60,17 @@ def test_main_exits_with_the_code_and_flushed_output() -> None:
     )
     assert bad.returncode == 2
     assert '"errors"' in bad.stdout
+
+
+def test_python_dash_m_runs_the_cli_package() -> None:
+    """``python -m remote_chain.cli`` is the console script (cli/__main__.py), exit code kept."""
+    done = subprocess.run(
+        [sys.executable, "-m", "remote_chain.cli", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("remote-chain ")
