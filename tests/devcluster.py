@@ -2,7 +2,8 @@
 
 Standard library only, so any test layer can import it. ``load()`` describes the running cluster
 (or raises telling you to start it); ``slurm()`` runs an admin Slurm command as root against one
-of the two clusters; ``dev_cluster()`` runs one of the script's subcommands (``dbd-stop``, ...).
+of its Slurm clusters (with that cluster's own Slurm: the 24.11 tree's for ``local24``);
+``dev_cluster()`` runs one of the script's subcommands (``dbd-stop``, ...).
 
 All names and paths come from ``scripts/dev-cluster env``, the one source of truth.
 """
@@ -25,12 +26,24 @@ UP_HINT = "run scripts/dev-cluster up (as root) to start the dev cluster"
 
 
 @dataclass(frozen=True)
+class ShellUser:
+    """A user of the 24.11 tree whose login shell is not bash (docs/dev-cluster.md)."""
+
+    user: str
+    shell: str
+    """The login shell, e.g. ``/usr/bin/tcsh``."""
+    rc_file: str
+    """The rc file the shell reads for ``ssh host command``, which alone puts Slurm on PATH."""
+    cluster: str
+
+
+@dataclass(frozen=True)
 class DevCluster:
     """Where everything of the running dev cluster is, and how to reach each Slurm cluster."""
 
     state_dir: Path
     clusters_dir: Path
-    """Folder of the cluster profiles ``local.toml`` and ``local2.toml``."""
+    """Folder of the cluster profiles ``<cluster>.toml`` and the shell users' profiles."""
     test_user: str
     test_uid: int
     ssh_port: Mapping[str, int]
@@ -40,26 +53,36 @@ class DevCluster:
     identity_file: Path
     known_hosts: Path
     workdir: Path
+    slurm_version: Mapping[str, str] = MappingProxyType({})
+    """Cluster name -> Slurm release, ``"22.05"`` or ``"24.11"``."""
+    accounting: frozenset[str] = frozenset()
+    """The clusters that record to a slurmdbd (``localnoacct`` does not)."""
+    tree_clusters: frozenset[str] = frozenset()
+    """The clusters run in the trixie tree: admin commands go through ``tree-run``."""
+    shell_profiles: Mapping[str, ShellUser] = MappingProxyType({})
+    """Profile name (``local24-tcsh``...) -> its login-shell user."""
     host: str = "127.0.0.1"
 
     @property
     def clusters(self) -> tuple[str, ...]:
-        """The cluster names, e.g. ``("local", "local2")``."""
+        """The cluster names, e.g. ``("local", "local2", "localnoacct", "local24")``."""
         return tuple(self.ssh_port)
 
     def profile(self, cluster: str) -> Path:
-        """The TOML profile of one cluster."""
-        self._check(cluster)
+        """The TOML profile of one cluster, or of a shell user (``local24-tcsh``)."""
+        if cluster not in self.shell_profiles:
+            self._check(cluster)
         return self.clusters_dir / f"{cluster}.toml"
 
-    def ssh_argv(self, cluster: str, command: str) -> list[str]:
-        """An OpenSSH command line that runs ``command`` as the test user on ``cluster``."""
+    def ssh_argv(self, cluster: str, command: str, *, user: str | None = None) -> list[str]:
+        """An OpenSSH command line that runs ``command`` as the test user (or ``user``) on
+        ``cluster``."""
         self._check(cluster)
         return [
             "ssh", "-n", "-i", str(self.identity_file), "-o", "IdentitiesOnly=yes",
             "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={self.known_hosts}",
             "-o", "StrictHostKeyChecking=yes", "-o", "ConnectTimeout=5",
-            "-p", str(self.ssh_port[cluster]), f"{self.test_user}@{self.host}", command,
+            "-p", str(self.ssh_port[cluster]), f"{user or self.test_user}@{self.host}", command,
         ]  # fmt: skip
 
     def _check(self, cluster: str) -> None:
@@ -102,11 +125,26 @@ def _describe() -> DevCluster:
             identity_file=Path(env["REMOTE_CHAIN_DEV_IDENTITY_FILE"]),
             known_hosts=Path(env["REMOTE_CHAIN_DEV_KNOWN_HOSTS"]),
             workdir=Path(env["REMOTE_CHAIN_DEV_WORKDIR"]),
+            slurm_version=MappingProxyType(
+                {n: env[f"REMOTE_CHAIN_DEV_SLURM_VERSION_{n.upper()}"] for n in names}
+            ),
+            accounting=frozenset(env["REMOTE_CHAIN_DEV_ACCOUNTING_CLUSTERS"].split()),
+            tree_clusters=frozenset(env["REMOTE_CHAIN_DEV_TREE_CLUSTERS"].split()),
+            shell_profiles=MappingProxyType(
+                {
+                    p: ShellUser(*_var(env, "SHELL", p).split(":"))
+                    for p in env["REMOTE_CHAIN_DEV_SHELL_PROFILES"].split()
+                }
+            ),
         )
     except KeyError as exc:
         raise RuntimeError(
             f"scripts/dev-cluster env did not print {exc}; is the script current?"
         ) from exc
+
+
+def _var(env: Mapping[str, str], kind: str, name: str) -> str:
+    return env[f"REMOTE_CHAIN_DEV_{kind}_{name.upper().replace('-', '_')}"]
 
 
 def _parse_exports(text: str) -> dict[str, str]:
@@ -144,11 +182,15 @@ def slurm(
     """
     if not argv:
         raise ValueError("slurm() needs a command, e.g. slurm('local', 'sinfo')")
-    conf = _describe().slurm_conf.get(cluster)
+    described = _describe()
+    conf = described.slurm_conf.get(cluster)
     if conf is None:
         raise ValueError(f"unknown dev cluster {cluster!r}")
+    # A 22.05 client cannot talk to a 24.11 slurmctld (Slurm speaks to two older releases
+    # only): local24's admin commands run in the tree, with its own Slurm.
+    prefix = [str(SCRIPT), "tree-run"] if cluster in described.tree_clusters else []
     return subprocess.run(
-        list(argv),
+        [*prefix, *argv],
         env={**os.environ, "SLURM_CONF": str(conf)},
         capture_output=True,
         text=True,
