@@ -269,31 +269,36 @@ start_slurmdbd24() {
 }
 
 ensure_accounting24() {
-    local u name
-    grep -qx -- "$T24" <<<"$(dbd_answers24)" || slurm24 timeout 30 sacctmgr -i add cluster "$T24" >/dev/null
-    if [[ -z $(slurm24 timeout 10 sacctmgr -n -P show account "$SLURM_ACCOUNT" format=account) ]]; then
-        slurm24 timeout 30 sacctmgr -i add account "$SLURM_ACCOUNT" cluster="$T24" \
-            description=remote-chain-dev organization=dev >/dev/null
-    fi
-    for u in "$TEST_USER" "${SHELL_USERS[@]}"; do
-        name=${u%%:*}
-        if [[ -z $(slurm24 timeout 10 sacctmgr -n -P show assoc cluster="$T24" user="$name" format=user) ]]; then
-            slurm24 timeout 30 sacctmgr -i add user "$name" account="$SLURM_ACCOUNT" cluster="$T24" >/dev/null
+    local u name c existing
+    existing=$(dbd_answers24)
+    for c in "${TREE_CLUSTERS[@]}"; do
+        grep -qx -- "$c" <<<"$existing" || slurm24 timeout 30 sacctmgr -i add cluster "$c" >/dev/null
+    done
+    for c in "${TREE_CLUSTERS[@]}"; do
+        if [[ -z $(slurm24 timeout 10 sacctmgr -n -P show assoc cluster="$c" account="$SLURM_ACCOUNT" format=account) ]]; then
+            slurm24 timeout 30 sacctmgr -i add account "$SLURM_ACCOUNT" cluster="$c" \
+                description=remote-chain-dev organization=dev >/dev/null
         fi
+        for u in "$TEST_USER" "${SHELL_USERS[@]}"; do
+            name=${u%%:*}
+            if [[ -z $(slurm24 timeout 10 sacctmgr -n -P show assoc cluster="$c" user="$name" format=user) ]]; then
+                slurm24 timeout 30 sacctmgr -i add user "$name" account="$SLURM_ACCOUNT" cluster="$c" >/dev/null
+            fi
+        done
     done
 }
 
 start_cluster24() {
-    local conf TREE_ARGV
-    conf=$(slurm_conf "$T24")
+    local c=$1 conf TREE_ARGV
+    conf=$(slurm_conf "$c")
     tree_argv
-    if ! running_pid "slurmctld-$T24" >/dev/null; then
-        SLURM_CONF=$conf launch "slurmctld-$T24" "${TREE_ARGV[@]}" /usr/sbin/slurmctld -f "$conf"
-        wait_pid "slurmctld-$T24" 20
+    if ! running_pid "slurmctld-$c" >/dev/null; then
+        SLURM_CONF=$conf launch "slurmctld-$c" "${TREE_ARGV[@]}" /usr/sbin/slurmctld -f "$conf"
+        wait_pid "slurmctld-$c" 20
     fi
-    if ! running_pid "slurmd-$T24" >/dev/null; then
-        SLURM_CONF=$conf launch "slurmd-$T24" "${TREE_ARGV[@]}" /usr/sbin/slurmd -f "$conf" -N "$(node_name "$T24")"
-        wait_pid "slurmd-$T24" 20
+    if ! running_pid "slurmd-$c" >/dev/null; then
+        SLURM_CONF=$conf launch "slurmd-$c" "${TREE_ARGV[@]}" /usr/sbin/slurmd -f "$conf" -N "$(node_name "$c")"
+        wait_pid "slurmd-$c" 20
     fi
 }
 
@@ -304,7 +309,7 @@ start_sshd24() {
     tree_run /usr/sbin/sshd -t -f "$T24_DIR/ssh/sshd_config" || die "the tree's sshd_config is invalid"
     launch sshd-local24 "${TREE_ARGV[@]}" /usr/sbin/sshd -f "$T24_DIR/ssh/sshd_config" -E "$LOG/sshd-local24.log"
     wait_pid sshd-local24 10
-    log "sshd-local24: running (pid $(running_pid sshd-local24)), 127.0.0.1:$SSH_PORT_LOCAL24"
+    log "sshd-local24: running (pid $(running_pid sshd-local24)), 127.0.0.1:$SSH_PORT_LOCAL24,$SSH_PORT_LOCAL24B"
 }
 
 # The tree, its users and local24's folders and keys (before the configs are written).
@@ -322,14 +327,16 @@ start_tree() {
     start_mariadb24
     start_slurmdbd24
     ensure_accounting24
-    start_cluster24
+    local c
+    for c in "${TREE_CLUSTERS[@]}"; do start_cluster24 "$c"; done
     start_sshd24
 }
 
 down_tree() {
+    local c
     stop_sshd sshd-local24
-    stop_component slurmd-local24
-    stop_component slurmctld-local24
+    for c in "${TREE_CLUSTERS[@]}"; do stop_component "slurmd-$c"; done
+    for c in "${TREE_CLUSTERS[@]}"; do stop_component "slurmctld-$c"; done
     stop_component slurmdbd-local24
     stop_component mariadb-local24
     stop_component munged-local24
