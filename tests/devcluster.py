@@ -15,7 +15,7 @@ import os
 import shlex
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -53,13 +53,13 @@ class DevCluster:
     identity_file: Path
     known_hosts: Path
     workdir: Path
-    slurm_version: Mapping[str, str] = MappingProxyType({})
+    slurm_version: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     """Cluster name -> Slurm release, ``"22.05"`` or ``"24.11"``."""
     accounting: frozenset[str] = frozenset()
     """The clusters that record to a slurmdbd (``localnoacct`` does not)."""
     tree_clusters: frozenset[str] = frozenset()
     """The clusters run in the trixie tree: admin commands go through ``tree-run``."""
-    shell_profiles: Mapping[str, ShellUser] = MappingProxyType({})
+    shell_profiles: Mapping[str, ShellUser] = field(default_factory=lambda: MappingProxyType({}))
     """Profile name (``local24-tcsh``...) -> its login-shell user."""
     host: str = "127.0.0.1"
 
@@ -176,13 +176,16 @@ def slurm(
     cluster: str, *argv: str, check: bool = False, timeout: float = 60.0
 ) -> subprocess.CompletedProcess[str]:
     """Run a Slurm command (``scontrol``, ``scancel``, ``sacct``...) locally, as the calling user
-    (root in CI), against ``cluster``: e.g. ``slurm("local", "scontrol", "requeue", job_id)``.
+    (root in CI), against ``cluster`` (or a shell profile's cluster): e.g.
+    ``slurm("local", "scontrol", "requeue", job_id)``.
 
     Works while parts of the cluster are stopped (it does not call ``load()``'s liveness check).
     """
     if not argv:
         raise ValueError("slurm() needs a command, e.g. slurm('local', 'sinfo')")
     described = _describe()
+    if cluster in described.shell_profiles:  # a login-shell user's profile: its cluster
+        cluster = described.shell_profiles[cluster].cluster
     conf = described.slurm_conf.get(cluster)
     if conf is None:
         raise ValueError(f"unknown dev cluster {cluster!r}")

@@ -6,7 +6,7 @@ likes first (MOTD, ``module`` init, an ``echo`` in ``.bashrc``); the wrapped scr
 a begin marker carrying a random nonce, the script's own output, and an end marker carrying
 the script's exit status. ``unwrap`` cuts the payload out between the two.
 
-The wrapped script is one function definition followed by its call on the last line. bash
+The wrapped script is function definitions followed by the main one's call on the last line. bash
 parses the whole definition before running any of it, so a script cut short in transit (the
 connection dropped mid-upload) ends in a syntax error and runs nothing, never half a script.
 The user's script runs in a subshell, so its ``exit``, ``set -e`` and ``trap ... EXIT``
@@ -26,10 +26,27 @@ REMOTE_COMMAND = "bash -l -s"
 BEGIN_MARKER = "__REMOTE_CHAIN_BEGIN_"
 END_MARKER = "__REMOTE_CHAIN_END_"
 
+# The login shell's PATH, appended to the one `bash -l` built: for a tcsh or zsh user the rc
+# file that shell reads (.tcshrc, .zshenv: a site's `module load slurm`) may be the only thing
+# that puts sbatch on PATH, and `bash -l` loses it (Debian's /etc/profile sets PATH afresh).
+# bash's own /proc/$$/environ is the environment it was started with, i.e. the login shell's,
+# so nothing needs to ride on the command line (docs/dev-cluster.md, "Login shells").
+_LOGIN_PATH = """\
+__rc_login_path() {{
+local entry
+while IFS= read -r -d '' entry; do
+case $entry in PATH=?*) PATH="$PATH:${{entry#PATH=}}"; return;; esac
+done 2>/dev/null </proc/$$/environ
+}}
+"""
+
 # Every marker line is printed after a newline of its own, so noise (or a payload) that does
 # not end in a newline cannot share the marker's line; unwrap takes that newline back off.
-_TEMPLATE = """\
+_TEMPLATE = (
+    _LOGIN_PATH
+    + """\
 __rc_main() {{
+__rc_login_path
 printf '\\n%s\\n' '{begin}'
 printf '\\n%s\\n' '{begin}' >&2
 ( :
@@ -39,6 +56,7 @@ printf '\\n%s %d\\n' '{end}' "$?"
 }}
 __rc_main
 """
+)
 
 
 class MarkerError(ValueError):

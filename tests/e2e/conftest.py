@@ -38,7 +38,24 @@ T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "examples" / "rollouts.py"
-CLUSTERS = ("local", "local2")
+
+
+@dataclass(frozen=True)
+class Version:
+    """One Slurm release of the dev cluster: the cluster the decision rows and client flows
+    run on, and a second cluster of the same release for the events that hit a whole node
+    (preemption, node failure), so those never touch the chains running on the first."""
+
+    slurm: str
+    cluster: str
+    node_cluster: str
+
+    def __str__(self) -> str:
+        return f"slurm-{self.slurm}"
+
+
+VERSIONS = (Version("22.05", "local", "local2"), Version("24.11", "local24", "local24b"))
+CLUSTERS = tuple(c for v in VERSIONS for c in (v.cluster, v.node_cluster))
 # What the prologue writes (resumable-runs.md "What gets resumed", plus our event log).
 CHAIN_FILE = ".gym_job_chain"
 WALLTIME_FILE = ".gym_accumulated_walltime"
@@ -70,6 +87,12 @@ def dev() -> devcluster.DevCluster:
     missing = [name for name in CLUSTERS if name not in cluster.clusters]
     if missing:
         pytest.fail(f"dev cluster lacks Slurm cluster(s) {missing}", pytrace=False)
+    wrong = {
+        v.slurm: [c for c in (v.cluster, v.node_cluster) if cluster.slurm_version[c] != v.slurm]
+        for v in VERSIONS
+    }
+    if any(wrong.values()):
+        pytest.fail(f"dev cluster runs another Slurm than expected: {wrong}", pytrace=False)
     for name in CLUSTERS:
         done = subprocess.run(
             cluster.ssh_argv(name, "sinfo --noheader --format=%T"), capture_output=True, text=True
@@ -81,6 +104,13 @@ def dev() -> devcluster.DevCluster:
                 pytrace=False,
             )
     return cluster
+
+
+@pytest.fixture(params=VERSIONS, ids=str)
+def version(request: pytest.FixtureRequest) -> Version:
+    """Each Slurm release of the dev cluster in turn (tests that use it run once per release)."""
+    value: Version = request.param
+    return value
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -240,14 +270,20 @@ class Client:
 
     def chains(self, result: SubmitResult) -> dict[str, Chain]:
         """A handle per submitted benchmark (one cluster per submit in the rule scenarios)."""
-        out = {}
+        clusters = {sub.cluster for sub in result.submissions}
+        assert len(clusters) == 1, f"one cluster per submit here, not {clusters}"
+        return self.chains_by_cluster(result)[clusters.pop()]
+
+    def chains_by_cluster(self, result: SubmitResult) -> dict[str, dict[str, Chain]]:
+        """A handle per submitted benchmark, per cluster: cluster -> benchmark -> chain."""
+        out: dict[str, dict[str, Chain]] = {}
         for sub in result.submissions:
             assert sub.job_id is not None, f"{sub.benchmark}: no job id ({sub.error})"
             chain = Chain(
                 self, result.run_id, sub.cluster, sub.benchmark, sub.job_id, Path(sub.remote_dir)
             )
             _SUBMITTED.append((chain.cluster, chain.name))
-            out[sub.benchmark] = chain
+            out.setdefault(sub.cluster, {})[sub.benchmark] = chain
         return out
 
 

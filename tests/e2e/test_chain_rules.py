@@ -1,12 +1,15 @@
 """Every row of resumable-runs.md's decision table, produced by a real Slurm event.
 
-The scenarios that only need waiting for are slow (a real TIMEOUT: a 1-minute limit ends
-60-80 s after start), so the module fixture submits all of them at once, as one run on
-``local``, and each test then waits (bounded) for its own chain. The scenarios that act on a
-running job (cancels, requeue, preemption, node failure) submit their own short chain in their
-test, one after the other, while those progress; preemption and node failure hit a whole node,
-so they run on ``local2``. Each test asserts the chain through the client's status, Slurm's
-own view (sacct, squeue as root), the three dot-files, the event log, and the runner's artifacts.
+Every row runs on each Slurm release of the dev cluster (the ``version`` fixture: 22.05 on
+``local``/``local2``, 24.11 on ``local24``/``local24b``). The scenarios that only need waiting for
+are slow (a real TIMEOUT: a 1-minute limit ends 60-80 s after start), so the module fixture
+submits all of them at once, as one run on ``local`` and ``local24`` together, and each test
+then waits (bounded) for its own chain. The scenarios that act on a running job (cancels,
+requeue, preemption, node failure) submit their own short chain in their test, one after the
+other, while those progress; preemption and node failure hit a whole node, so they run on the
+release's second cluster (``local2``, ``local24b``). Each test asserts the chain through the
+client's status, Slurm's own view (sacct, squeue as root), the three dot-files, the event log,
+and the runner's artifacts.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from remote_chain.chainstatus import ChainStateName
 
 from .conftest import (
     CHAIN_WARNING,
+    VERSIONS,
     Chain,
     Client,
+    Version,
     as_user,
     assert_items_once,
     job_states,
@@ -41,7 +46,8 @@ ONE_MINUTE = "1"  # Slurm's "MM": TIMEOUT lands 60-80 s after start on the dev c
 TIMEOUT_ITEMS, TIMEOUT_SLEEP = 18, 5  # 90 s of work: one TIMEOUT, then the rest
 WALLTIME_CAP_S = 120
 
-# The scenarios that only need waiting for, on cluster "local", submitted together as one run.
+# The scenarios that only need waiting for, on each release's first cluster, submitted together
+# as one run.
 LOCAL = {
     "completed": {"resumable": True, "run": {"items": 3, "sleep": 1}},
     "timeout": {
@@ -74,13 +80,23 @@ SHORT = {"resumable": True, "run": {"items": SHORT_ITEMS, "sleep": 2}}
 
 # autouse: submitted before the module's first test, so these chains run while the others act.
 @pytest.fixture(scope="module", autouse=True)
-def local(dev: devcluster.DevCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Chain]:
-    """The waiting-only ``local`` scenarios, submitted at once; benchmark name -> chain."""
+def waiting(
+    dev: devcluster.DevCluster, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, dict[str, Chain]]:
+    """The waiting-only scenarios on every release, one submit; cluster -> benchmark -> chain."""
     base = tmp_path_factory.mktemp("rules")
     client = Client(dev.clusters_dir, base / "state")
-    chains = client.chains(client.submit(write_config(base / "run", LOCAL), ["local"]))
-    _break_successor_submission(chains["refused"])
+    clusters = [v.cluster for v in VERSIONS]
+    chains = client.chains_by_cluster(client.submit(write_config(base / "run", LOCAL), clusters))
+    for cluster in clusters:
+        _break_successor_submission(chains[cluster]["refused"])
     return chains
+
+
+@pytest.fixture
+def local(waiting: dict[str, dict[str, Chain]], version: Version) -> dict[str, Chain]:
+    """The waiting-only scenarios of one release; benchmark name -> chain."""
+    return waiting[version.cluster]
 
 
 def submit_one(
@@ -137,9 +153,11 @@ def withdrawn_successor(chain: Chain, job_id: str, uid: int) -> str:
 
 
 # --- user and admin cancels (they need a running job: first, while the others progress) ----
-def test_cancelled_by_the_user_stops_the_chain(dev: devcluster.DevCluster, tmp_path: Path) -> None:
+def test_cancelled_by_the_user_stops_the_chain(
+    dev: devcluster.DevCluster, tmp_path: Path, version: Version
+) -> None:
     """A raw scancel by the submitting user: the successor sees CANCELLED by 1001 and stops."""
-    chain = submit_one(dev, tmp_path, "local", "user-cancel", LONG)
+    chain = submit_one(dev, tmp_path, version.cluster, "user-cancel", LONG)
     j1 = chain.wait_running(items=1)
     done = as_user(dev, chain.cluster, f"scancel {j1}")
     assert done.returncode == 0, done.stderr
@@ -167,10 +185,10 @@ def test_cancelled_by_the_user_stops_the_chain(dev: devcluster.DevCluster, tmp_p
 
 
 def test_cancelled_by_root_stops_the_chain_by_default(
-    dev: devcluster.DevCluster, tmp_path: Path
+    dev: devcluster.DevCluster, tmp_path: Path, version: Version
 ) -> None:
     """An admin's cancel (uid 0) under the default admin_cancel = "stop" stops the chain."""
-    chain = submit_one(dev, tmp_path, "local", "root-cancel", LONG)
+    chain = submit_one(dev, tmp_path, version.cluster, "root-cancel", LONG)
     j1 = chain.wait_running(items=1)
     slurm_ok(chain.cluster, "scancel", j1)
     status = chain.wait_ended(timeout=120)
@@ -192,11 +210,11 @@ def test_cancelled_by_root_stops_the_chain_by_default(
 
 # --- requeue ----------------------------------------------------------------------------------
 def test_requeue_of_a_running_link_keeps_exactly_one_successor(
-    dev: devcluster.DevCluster, tmp_path: Path
+    dev: devcluster.DevCluster, tmp_path: Path, version: Version
 ) -> None:
     """``scontrol requeue`` of a running link: it restarts under its id, nothing counted twice."""
     requeueable = {**SHORT, "slurm": {"requeue": True, "extra_args": ["--requeue"]}}
-    chain = submit_one(dev, tmp_path, "local", "requeue", requeueable)
+    chain = submit_one(dev, tmp_path, version.cluster, "requeue", requeueable)
     j1 = chain.wait_running(items=2)
     assert j1 == chain.first_job
     j2 = successor_of(chain, j1)
@@ -227,13 +245,15 @@ def test_requeue_of_a_running_link_keeps_exactly_one_successor(
 
 
 def test_cancelled_by_root_resumes_under_the_preempt_policy(
-    dev: devcluster.DevCluster, tmp_path: Path
+    dev: devcluster.DevCluster, tmp_path: Path, version: Version
 ) -> None:
     """With admin_cancel = "preempt", an admin's cancel resumes like preemption: no retry spent."""
     # A copy of the profile (same host, port, key) with [slurm] admin_cancel = "preempt".
     profiles = tmp_path / "clusters"
-    write_profile(dev, "local", profiles, slurm={"admin_cancel": "preempt"})
-    chain = submit_one(dev, tmp_path, "local", "root-cancel-preempt", SHORT, clusters_dir=profiles)
+    write_profile(dev, version.cluster, profiles, slurm={"admin_cancel": "preempt"})
+    chain = submit_one(
+        dev, tmp_path, version.cluster, "root-cancel-preempt", SHORT, clusters_dir=profiles
+    )
     assert "RC_ADMIN_CANCEL='preempt'" in (chain.remote_dir / "job.sh").read_text()
     j1 = chain.wait_running(items=2)
     slurm_ok(chain.cluster, "scancel", j1)
@@ -252,20 +272,22 @@ def test_cancelled_by_root_resumes_under_the_preempt_policy(
     assert {r["attempt"] for r in rows} == {1, 2}
 
 
-# --- whole-node events, on local2, one after the other --------------------------------------
-def test_preempted_job_resumes(dev: devcluster.DevCluster, tmp_path: Path) -> None:
+# --- whole-node events, on local2 / local24b, one after the other ---------------------------
+def test_preempted_job_resumes(
+    dev: devcluster.DevCluster, tmp_path: Path, version: Version
+) -> None:
     """A job preempted by a higher-priority partition is PREEMPTED; its successor resumes."""
-    chain = submit_one(dev, tmp_path, "local2", "preempted", SHORT)
+    chain = submit_one(dev, tmp_path, version.node_cluster, "preempted", SHORT)
     j1 = chain.wait_running(items=2)
-    _, cpus = node_of("local2")
+    _, cpus = node_of(version.node_cluster)
     preemptor = slurm_ok(
-        "local2", "sbatch", "--parsable", "--partition=high", f"--cpus-per-task={cpus}",
+        version.node_cluster, "sbatch", "--parsable", "--partition=high", f"--cpus-per-task={cpus}",
         "--job-name=e2e-preemptor", "--output=/dev/null", "--wrap", "sleep 5",
     ).strip()  # fmt: skip
     try:
         status = chain.wait_ended(timeout=180)
     finally:
-        devcluster.slurm("local2", "scancel", preemptor)
+        devcluster.slurm(version.node_cluster, "scancel", preemptor)
 
     assert status.state is ChainStateName.COMPLETED, chain.describe()
     j2 = successor_of(chain, j1)
@@ -279,22 +301,24 @@ def test_preempted_job_resumes(dev: devcluster.DevCluster, tmp_path: Path) -> No
     assert {r["attempt"] for r in rows} == {1, 2}
 
 
-def test_node_failure_resumes(dev: devcluster.DevCluster, tmp_path: Path) -> None:
+def test_node_failure_resumes(dev: devcluster.DevCluster, tmp_path: Path, version: Version) -> None:
     """A job on a node set DOWN ends NODE_FAIL; once the node is back its successor resumes."""
-    chain = submit_one(dev, tmp_path, "local2", "node-fail", SHORT)
+    chain = submit_one(dev, tmp_path, version.node_cluster, "node-fail", SHORT)
     j1 = chain.wait_running(items=2)
-    node, _ = node_of("local2")
-    slurm_ok("local2", "scontrol", "update", f"nodename={node}", "state=down", "reason=e2e")
+    node, _ = node_of(version.node_cluster)
+    slurm_ok(
+        version.node_cluster, "scontrol", "update", f"nodename={node}", "state=down", "reason=e2e"
+    )
     try:
         wait_for(
             f"{j1} to end NODE_FAIL",
             lambda: [j for j in chain.sacct() if j.job_id == j1 and j.state == "NODE_FAIL"],
             timeout=60,
         )
-        _return_to_service(node)
+        _return_to_service(version.node_cluster, node)
         status = chain.wait_ended(timeout=180)
     finally:
-        _return_to_service(node)
+        _return_to_service(version.node_cluster, node)
 
     assert status.state is ChainStateName.COMPLETED, chain.describe()
     j2 = successor_of(chain, j1)
@@ -308,12 +332,12 @@ def test_node_failure_resumes(dev: devcluster.DevCluster, tmp_path: Path) -> Non
     assert {r["attempt"] for r in rows} == {1, 2}
 
 
-def _return_to_service(node: str) -> None:
+def _return_to_service(cluster: str, node: str) -> None:
     """Resume the node if it is still out (ReturnToService=2 usually brings it back itself)."""
-    state = node_state("local2", node)
+    state = node_state(cluster, node)
     print(f"{node} is {state!r}")
     if state.startswith(("down", "drain")):
-        slurm_ok("local2", "scontrol", "update", f"nodename={node}", "state=resume")
+        slurm_ok(cluster, "scontrol", "update", f"nodename={node}", "state=resume")
 
 
 # --- chains that only need waiting for --------------------------------------------------------

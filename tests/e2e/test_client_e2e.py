@@ -1,7 +1,10 @@
 """The client over the dev cluster's real sshd: submit, status, cancel, wait, transports, faults.
 
-Each test is quick (its chains run seconds). Faults are injected at the ``Remote`` seam only
-(a wrapper around the real transport), so what runs on the cluster is always real.
+The client flows (submit, status, cancel, wait, login noise) run on each Slurm release (the
+``version`` fixture: 22.05 ``local``, 24.11 ``local24``); transport and fault tests, which do
+not depend on Slurm, run once, on ``local``. Each test is quick (its chains run seconds).
+Faults are injected at the ``Remote`` seam only (a wrapper around the real transport), so what
+runs on the cluster is always real.
 """
 
 from __future__ import annotations
@@ -30,8 +33,10 @@ from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
 
 from .conftest import (
     REPO,
+    VERSIONS,
     Chain,
     Client,
+    Version,
     as_user,
     sacct_jobs,
     squeue_ids,
@@ -121,13 +126,15 @@ def client(dev: devcluster.DevCluster, tmp_path: Path) -> Client:
     return Client(dev.clusters_dir, tmp_path / "state")
 
 
-def test_submit_status_cancel_leaves_nothing_queued(client: Client, tmp_path: Path) -> None:
+def test_submit_status_cancel_leaves_nothing_queued(
+    client: Client, tmp_path: Path, version: Version
+) -> None:
     """After cancel returns no job of the chain is queued, none starts later, status: cancelled."""
-    result = client.submit(write_config(tmp_path, {"long": LONG}), ["local"])
+    result = client.submit(write_config(tmp_path, {"long": LONG}), [version.cluster])
     chain = _chain(client, result, "long")
     # Status through the local index (no --cluster), as a user on the submitting machine.
     first: StatusResult = client.call(lambda rc: rc.status(result.run_id))
-    assert [(c.cluster, c.benchmark) for c in first.chains] == [("local", "long")]
+    assert [(c.cluster, c.benchmark) for c in first.chains] == [(version.cluster, "long")]
     assert first.chains[0].state in {ChainStateName.PENDING, ChainStateName.RUNNING}
     assert first.chains[0].jobs[0].job_id == chain.first_job
     # Cancel once a link runs and its successor waits: the case with most to clean up.
@@ -192,13 +199,14 @@ def test_unknown_host_key_is_refused(
 
 
 def test_login_noise_does_not_break_parsing(
-    dev: devcluster.DevCluster, client: Client, tmp_path: Path
+    dev: devcluster.DevCluster, client: Client, tmp_path: Path, version: Version
 ) -> None:
     """The test user's shell prints a noise line; submit and status still parse."""
-    raw = as_user(dev, "local", "echo payload")
+    raw = as_user(dev, version.cluster, "echo payload")
     assert raw.stdout.splitlines() == [NOISE, "payload"], raw
     log = WrapLog()
-    result = _submit_with(client, log, write_config(tmp_path, {"noisy": QUICK}), ["local"])
+    config = write_config(tmp_path, {"noisy": QUICK})
+    result = _submit_with(client, log, config, [version.cluster])
     assert result.ok, result.to_json()
     assert NOISE in log.results[0].noise  # the transport saw it, and set it aside
     chain = _chain(client, result, "noisy")
@@ -285,10 +293,12 @@ def test_openssh_transport_over_a_control_master(
 def ended_runs(
     dev: devcluster.DevCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Client, str, str]:
-    """Two runs on ``local`` that end quickly: one completes, one fails (retries exhausted)."""
+    """Two runs on each release's cluster that end quickly: one completes, one fails (retries
+    exhausted)."""
     base = tmp_path_factory.mktemp("wait")
     client = Client(dev.clusters_dir, base / "state")
-    good = client.submit(write_config(base / "good", {"ok": QUICK}), ["local"])
+    clusters = [v.cluster for v in VERSIONS]
+    good = client.submit(write_config(base / "good", {"ok": QUICK}), clusters)
     bad_config = write_config(
         base / "bad",
         {
@@ -299,29 +309,30 @@ def ended_runs(
             }
         },
     )
-    bad = client.submit(bad_config, ["local"])
-    client.chains(good)
-    client.chains(bad)
+    bad = client.submit(bad_config, clusters)
+    client.chains_by_cluster(good)
+    client.chains_by_cluster(bad)
     return client, good.run_id, bad.run_id
 
 
 def test_wait_returns_all_completed_only_for_a_completed_run(
-    ended_runs: tuple[Client, str, str],
+    ended_runs: tuple[Client, str, str], version: Version
 ) -> None:
     """``wait`` blocks until the chains end; all_completed for the good run, not the failed one."""
     client, good, bad = ended_runs
-    done = client.call(lambda rc: rc.wait(good, clusters=["local"], timeout=120, first_interval=1))
+    on = [version.cluster]
+    done = client.call(lambda rc: rc.wait(good, clusters=on, timeout=120, first_interval=1))
     assert done.all_completed, done.to_json()
-    failed = client.call(lambda rc: rc.wait(bad, clusters=["local"], timeout=120, first_interval=1))
+    failed = client.call(lambda rc: rc.wait(bad, clusters=on, timeout=120, first_interval=1))
     assert failed.ended
     assert not failed.all_completed
     assert [c.state for c in failed.chains] == [ChainStateName.FAILED], failed.to_json()
 
 
 def test_cli_wait_exit_codes(
-    dev: devcluster.DevCluster, ended_runs: tuple[Client, str, str]
+    dev: devcluster.DevCluster, ended_runs: tuple[Client, str, str], version: Version
 ) -> None:
-    """``remote-chain wait RUN --cluster local --json``: exit 0 if all completed, else 1."""
+    """``remote-chain wait RUN --cluster C --json``: exit 0 if all completed, else 1."""
     client, good, bad = ended_runs
     if not (REPO / "remote_chain" / "cli" / "__init__.py").exists():
         pytest.fail("remote_chain/cli/ does not exist yet: the CLI (interface.md 4) is missing")
@@ -330,7 +341,7 @@ def test_cli_wait_exit_codes(
     for run_id in (good, bad):
         argv = [
             sys.executable, "-c", "from remote_chain.cli import main; main()",
-            "--clusters-dir", str(dev.clusters_dir), "wait", run_id, "--cluster", "local",
+            "--clusters-dir", str(dev.clusters_dir), "wait", run_id, "--cluster", version.cluster,
             "--timeout", "120s", "--json",
         ]  # fmt: skip
         done = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
