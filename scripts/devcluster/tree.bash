@@ -64,11 +64,6 @@ tree_run() {
 # Build the tree when it is absent (minutes; once per machine). Serialised by a lock beside it.
 ensure_tree() {
     [[ -e $TREE/$TREE_DONE ]] && return 0
-    command -v debootstrap >/dev/null 2>&1 || {
-        log "installing debootstrap"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >&2 ||
-            die "apt-get install debootstrap failed"
-    }
     mkdir -p "$(dirname "$TREE")"
     local lock
     exec {lock}>"$TREE.lock"

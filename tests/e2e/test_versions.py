@@ -13,8 +13,10 @@ waits for its own.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +25,15 @@ import devcluster
 import pytest
 
 from remote_chain.chainstatus import ChainStateName
+from remote_chain.models import JobId, SacctRecord, SlurmState
 from remote_chain.orchestrator import SubmitResult
+from remote_chain.sacct import (
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_squeue,
+    sacct_argv,
+    squeue_argv,
+)
 
 from .conftest import (
     _SUBMITTED,
@@ -32,8 +42,10 @@ from .conftest import (
     Chain,
     Client,
     Version,
+    as_user,
     assert_items_once,
     job_states,
+    wait_for,
     write_config,
 )
 
@@ -198,3 +210,52 @@ def test_login_shell_users_cancel(dev: devcluster.DevCluster, tmp_path: Path) ->
         assert chain.queued() == [], name
         assert chain.status().state is ChainStateName.CANCELLED, chain.describe()
         assert all(j.word == "CANCELLED" for j in chain.sacct()), chain.describe()
+
+
+# The sacct Reason of a pending (held) job, per release: 22.05 reports the job's reason,
+# 24.11 reports "None" (its slurmctld sends the reason to slurmdbd only when the job starts or
+# ends). remote-chain shows a queued job's reason from squeue, which says JobHeldUser on both.
+HELD_REASON_IN_SACCT = {"22.05": "JobHeldUser", "24.11": "None"}
+
+
+def _sacct_record(
+    dev: devcluster.DevCluster,
+    cluster: str,
+    job_id: str,
+    reason: str,
+    seen: list[SacctRecord | None],
+) -> SacctRecord | None:
+    """The job's line of remote-chain's own sacct query (as the test user), once its Reason is
+    ``reason``; every line seen is kept in ``seen``."""
+    out = as_user(dev, cluster, shlex.join(sacct_argv([job_id]))).stdout
+    rec = parse_sacct(out).get(JobId(job_id))
+    seen.append(rec)
+    return rec if rec is not None and rec.reason == reason else None
+
+
+def test_sacct_reason_of_a_pending_job_differs_between_releases(
+    dev: devcluster.DevCluster,
+) -> None:
+    """Version difference: sacct's Reason of a held job; the parsed state and squeue agree."""
+    for version in VERSIONS:
+        sub = as_user(dev, version.cluster, "sbatch --parsable --hold --wrap true")
+        job_id = parse_sbatch_parsable(sub.stdout)
+        assert job_id, sub
+        expected = HELD_REASON_IN_SACCT[version.slurm]
+        seen: list[SacctRecord | None] = []
+        try:
+            # Accounting lags the submit by a second or two, and 22.05 records the held reason
+            # once the scheduler has looked at the job: poll for it (bounded).
+            try:
+                rec = wait_for(
+                    f"{job_id} in sacct on {version.cluster} with Reason {expected}",
+                    functools.partial(_sacct_record, dev, version.cluster, job_id, expected, seen),
+                    timeout=30,
+                )
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; last sacct lines: {seen[-3:]}") from None
+            queued = parse_squeue(as_user(dev, version.cluster, shlex.join(squeue_argv())).stdout)
+        finally:
+            as_user(dev, version.cluster, f"scancel {job_id}")
+        assert rec.state is SlurmState.PENDING, rec
+        assert queued[job_id].reason == "JobHeldUser", queued
