@@ -65,6 +65,7 @@ tree_run() {
 ensure_tree() {
     [[ -e $TREE/$TREE_DONE ]] && return 0
     mkdir -p "$(dirname "$TREE")"
+    install -d -m 755 "$STATE" "$LOG"
     local lock
     exec {lock}>"$TREE.lock"
     flock -w 1800 "$lock" || die "another build of $TREE holds $TREE.lock"
@@ -239,11 +240,14 @@ start_mariadb24() {
     chmod 644 "$(pidfile mariadb-local24)"
     wait_for 30 "mariadb-local24 to accept connections" mariadb_sql24 'SELECT 1'
     mariadb_sql24 "CREATE USER IF NOT EXISTS '$DB_USER'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
-        GRANT ALL ON slurm_acct_db.* TO '$DB_USER'@'127.0.0.1';"
+        GRANT ALL ON slurm_acct_db.* TO '$DB_USER'@'127.0.0.1';
+        CREATE DATABASE IF NOT EXISTS slurm_acct_db;"
     log "mariadb-local24: running (pid $(running_pid mariadb-local24)), 127.0.0.1:$DB_PORT24"
 }
 
 dbd_answers24() { slurm24 timeout 10 sacctmgr -n -P show cluster format=cluster; }
+# For poll: done when slurmdbd answers, or when it died (no use waiting for it then).
+dbd_answers_or_died() { ! running_pid slurmdbd-local24 >/dev/null || dbd_answers24; }
 
 start_slurmdbd24() {
     running_pid slurmdbd-local24 >/dev/null && return 0
@@ -255,7 +259,7 @@ start_slurmdbd24() {
     local try
     for try in 1 2 3; do
         SLURM_CONF="$T24_DIR/slurmdbd/slurm.conf" launch slurmdbd-local24 "${TREE_ARGV[@]}" /usr/sbin/slurmdbd
-        poll 20 running_pid slurmdbd-local24 && poll 30 dbd_answers24 && break
+        poll 20 running_pid slurmdbd-local24 && poll 30 dbd_answers_or_died && dbd_answers24 >/dev/null 2>&1 && break
         ((try < 3)) || die "slurmdbd-local24 did not answer sacctmgr after 3 starts (log $LOG/slurmdbd-local24.log)"
         log "slurmdbd-local24: start $try failed ($(tail -n 1 "$LOG/slurmdbd-local24.log" 2>/dev/null)); again"
         stop_component slurmdbd-local24
