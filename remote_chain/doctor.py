@@ -188,14 +188,15 @@ def _dependency(facts: dict[str, Fact]) -> bool | None:
 
     A base submission that fails tells nothing about the option. 24.11 refuses afternotok on
     a job slurmctld does not know ("Job dependency problem", job_scheduler.c), 22.05 accepts
-    it; so when afternotok fails but afterany on the same job fails too, the probe job was
-    the problem, not the option.
+    it; so when afternotok fails but afterok on the same job fails too, the probe job was
+    the problem, not the option. (Not afterany: 24.11 accepts afterany on an unknown job,
+    measured on the dev cluster, so it cannot tell the two apart.)
     """
     if not _probe(facts, "test_base"):
         return None
     if _probe(facts, "test_afternotok"):
         return True
-    return False if _probe(facts, "test_afterany") else None
+    return False if _probe(facts, "test_afterok") else None
 
 
 def _with_accounting(checks: list[Check], facts: DoctorFacts) -> list[Check]:

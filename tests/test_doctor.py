@@ -60,7 +60,7 @@ def answer(**over: tuple[int, str]) -> str:
         "test_base": (0, BANNER + TEST_OK),
         "test_kill": (0, BANNER + TEST_OK),
         "test_afternotok": (0, BANNER + TEST_OK),
-        "test_afterany": (0, BANNER + TEST_OK),
+        "test_afterok": (0, BANNER + TEST_OK),
         **over,
     }
     text = BANNER + check("login", True, "rcuser on vm")
@@ -148,8 +148,8 @@ def test_accounting_on_but_down_fails() -> None:
     assert not next(c for c in report.checks if c.name == "accounting").ok
 
 
-def test_afternotok_refused_while_afterany_accepted_is_a_failure() -> None:
-    """A site that refuses afternotok (afterany on the same job passes) fails the check."""
+def test_afternotok_refused_while_afterok_accepted_is_a_failure() -> None:
+    """A site that refuses afternotok (afterok on the same job passes) fails the check."""
     refusal = BANNER + "sbatch: error: Batch job submission failed: Job dependency problem"
     report = read_doctor(answer(test_afternotok=(1, refusal)))
     assert report.facts.afternotok is False
@@ -160,13 +160,13 @@ def test_afternotok_refused_while_afterany_accepted_is_a_failure() -> None:
 
 
 def test_afternotok_on_a_job_2411_does_not_know_is_inconclusive() -> None:
-    """24.11 refuses afternotok on an unknown job; with afterany refused too, doctor cannot tell."""
+    """24.11 refuses afternotok on an unknown job; with afterok refused too, doctor cannot tell."""
     report = read_doctor(
         answer(
             version=(0, "slurm 24.11.5\n"),
             probe_job=(0, "1"),
             test_afternotok=(1, DEP_PROBLEM),
-            test_afterany=(1, DEP_PROBLEM),
+            test_afterok=(1, DEP_PROBLEM),
         )
     )
     assert report.facts.slurm_version == "24.11.5"

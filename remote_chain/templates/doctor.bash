@@ -39,7 +39,7 @@ if [[ $RC_EXECUTOR == slurm ]]; then
   out=$(rc_run sbatch --test-only "${RC_SBATCH[@]}" --wrap=true); rc_fact test_base $? "$out"
   out=$(rc_run sbatch --test-only "${RC_SBATCH[@]}" --kill-on-invalid-dep=yes --wrap=true); rc_fact test_kill $? "$out"
   out=$(rc_run sbatch --test-only "${RC_SBATCH[@]}" --dependency="afternotok:$dep" --wrap=true); rc_fact test_afternotok $? "$out"
-  out=$(rc_run sbatch --test-only "${RC_SBATCH[@]}" --dependency="afterany:$dep" --wrap=true); rc_fact test_afterany $? "$out"
+  out=$(rc_run sbatch --test-only "${RC_SBATCH[@]}" --dependency="afterok:$dep" --wrap=true); rc_fact test_afterok $? "$out"
 fi
 if out=$(mkdir -p -- "$RC_WORKDIR" 2>&1) && t=$(mktemp -p "$RC_WORKDIR" .doctor.XXXXXX 2>&1); then
   rm -f -- "$t"; rc_check workdir ok "$RC_WORKDIR is writable"
