@@ -3,7 +3,7 @@
 These need nothing but today's dev cluster (22.05, accounting on): a `--signal=B:USR1@N`
 warning reaching a runner that keeps its progress per item, and a `sacct` that never answers
 on the compute node's PATH. Each test names its cluster, so it can run on every cluster the dev
-cluster has (``REMOTE_CHAIN_EDGE_CLUSTERS``, default ``local``).
+cluster has (``REMOTE_CHAIN_EDGE_CLUSTERS``, default ``local,local24``: 22.05 and 24.11).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from .conftest import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
-CLUSTERS = os.environ.get("REMOTE_CHAIN_EDGE_CLUSTERS", "local").split(",")
+# Both Slurm releases of the dev cluster (22.05 and 24.11; docs/dev-cluster.md).
+CLUSTERS = os.environ.get("REMOTE_CHAIN_EDGE_CLUSTERS", "local,local24").split(",")
 
 
 def submit_one(
