@@ -21,6 +21,7 @@ from remote_chain.bundle import (
     render_lookup_script,
     render_submit_script,
 )
+from remote_chain.models import JobId
 from remote_chain.remote.markers import wrap
 from remote_chain.snapshot import Target, parse_status_output, render_status_script
 
@@ -88,7 +89,7 @@ def test_submit_unpacks_submits_and_records(tmp_path: Path, stubs: Path) -> None
     # sbatch runs concurrently: which benchmark gets which id is not fixed.
     assert sorted((s.benchmark, s.error) for s in answer.submitted) == [("a", None), ("b", None)]
     ids = {s.benchmark: s.job_id for s in answer.submitted}
-    assert sorted(ids.values()) == ["101", "102"]
+    assert sorted(ids.values(), key=str) == ["101", "102"]  # key: a JobId may be None
     run_dir = Path(b.run_dir)
     assert (run_dir / "files" / "tool.py").read_text() == "print(1)\n"
     assert (run_dir / "a" / FIRST_JOB_FILE).read_text() == f"{ids['a']}\n"
@@ -124,7 +125,9 @@ def test_second_submit_of_the_same_run_reports_the_first(tmp_path: Path, stubs: 
     again = parse_submit_output(run(render_submit_script(b), stubs))
     assert again.existed
     assert again.record is not None
-    assert sorted(c["first_job_id"] for c in again.record["chains"]) == ["101", "102"]  # type: ignore[union-attr]
+    chains = again.record["chains"]
+    assert isinstance(chains, list)
+    assert sorted(c["first_job_id"] for c in chains) == ["101", "102"]
     assert len([c for c in (stubs / "calls").read_text().splitlines() if "sbatch" in c]) == 2
 
 
@@ -174,8 +177,8 @@ def test_status_is_one_sacct_and_one_squeue_for_all_chains(tmp_path: Path, stubs
     # One of each; they run side by side, so in either order.
     assert sorted(c.split()[0] for c in calls) == ["sacct", "squeue"]
     assert len(snap.runs[0].chains) == 30
-    assert snap.sacct["101"].state.value == "COMPLETED"  # type: ignore[index]
-    assert snap.squeue["102"].state.value == "RUNNING"  # type: ignore[index]
+    assert snap.sacct[JobId("101")].state.value == "COMPLETED"
+    assert snap.squeue[JobId("102")].state.value == "RUNNING"
     first = {c.benchmark: c.files["first"].content.strip() for c in snap.runs[0].chains}
     assert sorted(first.values()) == [str(i) for i in range(101, 131)]
 

@@ -205,8 +205,9 @@ def test_submit_after_a_lost_reply_leaves_exactly_one_submission(world: World) -
     document = world.submit(extra=("--run-id", "rc-drop"))
     jobs = {s["benchmark"]: s["job_id"] for s in _items(document, "submissions")}
     # The benchmarks' sbatch calls run concurrently: which gets which id is not fixed.
-    assert sorted(jobs) == ["gpqa", "smoke"]
-    assert sorted(jobs.values()) == ["1001", "1002"]
+    # (key=str: JSON values are `object` to mypy; on the strings expected it sorts the same.)
+    assert sorted(jobs, key=str) == ["gpqa", "smoke"]
+    assert sorted(jobs.values(), key=str) == ["1001", "1002"]
     assert len(eos.calls("sbatch")) == 2  # one per benchmark: the script ran exactly once
     assert sum("RC_MODE=submit" in s for s in eos.scripts) == 1
     assert eos.connects == 2  # reconnected for the lookup
@@ -602,7 +603,9 @@ def test_submit_warns_when_the_run_cannot_fit_under_a_submit_limit(world: World)
     user = pwd.getpwuid(os.getuid()).pw_name
     eos.slurm_says("assoc_mgr", _assoc_mgr(user, 2))
     document = world.submit()
-    (warning,) = document["warnings"]  # type: ignore[misc]
+    warnings = document["warnings"]
+    assert isinstance(warnings, list)
+    (warning,) = warnings
     assert str(warning).startswith(f"eos: MaxSubmitJobs=2 (association acct/{user} on fake)")
     assert "needs up to 3 jobs" in str(warning)
 

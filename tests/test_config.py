@@ -19,6 +19,7 @@ from remote_chain.config import (
     EnvVar,
     ResumableSpec,
     SlurmOptions,
+    SubmitConfig,
     check_for_cluster,
     default_clusters_dirs,
     effective_slurm,
@@ -77,7 +78,7 @@ def write(folder: Path, name: str, content: str | bytes) -> Path:
     return path
 
 
-def load(path: Path, environ: dict[str, str] | None = None) -> object:
+def load(path: Path, environ: dict[str, str] | None = None) -> SubmitConfig:
     return load_submit_config(path, environ={} if environ is None else environ)
 
 

@@ -11,6 +11,7 @@ from remote_chain.actions import Check
 from remote_chain.chainstatus import ChainStateName, ChainStatus, JobView
 from remote_chain.doctor import DoctorFacts
 from remote_chain.errors import ConfigError, RemoteError
+from remote_chain.models import JobId
 from remote_chain.records import Record, encode
 from remote_chain.results import (
     CancelEntry,
@@ -62,7 +63,7 @@ def test_submit_result_leaves_out_the_bundles() -> None:
 
 def test_status_result_holds_each_chain_with_its_jobs() -> None:
     """status --json: each chain's state by value, its jobs, empty start/end as null."""
-    job = JobView("123_4", "RUNNING", 60, "0:0", "", start="2026-01-01T10:00:00")
+    job = JobView(JobId("123_4"), "RUNNING", 60, "0:0", "", start="2026-01-01T10:00:00")
     chain = ChainStatus(
         "eos", "rc-1", "gpqa", ChainStateName.RUNNING, (job,), 60, 0, "/w/g", None, ("w",), 3600
     )

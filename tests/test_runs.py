@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_cli import World, world  # noqa: F401 - the fixture, shared with test_cli
@@ -20,6 +21,13 @@ from test_cli import World, world  # noqa: F401 - the fixture, shared with test_
 from remote_chain.errors import ConfigError, ConnectError
 from remote_chain.index import IndexedCluster, IndexedRun, RunIndex
 from remote_chain.runs import NEVER_CHECKED, last_state, parse_age, prune, run_json
+
+
+def _rows(document: dict[str, object], key: str) -> list[Any]:
+    """The JSON array at ``key``; its rows are ``Any`` as ``json.loads`` gives them."""
+    rows = document[key]
+    assert isinstance(rows, list)
+    return rows
 
 
 def _index(world: World) -> RunIndex:
@@ -91,15 +99,14 @@ def test_runs_lists_the_index_without_ssh(world: World) -> None:
     """runs --json lists id, when, clusters, benchmarks and the state status last saw: no SSH."""
     run_id = world.submit("eos", "dgx")["run_id"]
     connects = world.cluster("eos").connects
-    listed = world.json("runs")
-    (row,) = listed["runs"]  # type: ignore[misc]
+    (row,) = _rows(world.json("runs"), "runs")
     assert row["run_id"] == run_id
     assert row["clusters"] == ["dgx", "eos"]
     assert row["benchmarks"] == ["gpqa", "smoke"]
     assert row["state"] == NEVER_CHECKED
     assert world.cluster("eos").connects == connects
     world.json("status", str(run_id))
-    (row,) = world.json("runs")["runs"]  # type: ignore[misc]
+    (row,) = _rows(world.json("runs"), "runs")
     assert row["state"] == "pending"
     assert set(row["states"]) == {f"{c}/{b}" for c in ("eos", "dgx") for b in ("gpqa", "smoke")}
     human = world.invoke("runs")
@@ -115,7 +122,7 @@ def test_runs_refresh_reads_the_clusters(world: World) -> None:
     for job_id in list(eos.queue()):
         eos.finish(job_id, "COMPLETED")
     before = eos.connects
-    (row,) = world.json("runs", "--refresh")["runs"]  # type: ignore[misc]
+    (row,) = _rows(world.json("runs", "--refresh"), "runs")
     assert eos.connects > before
     assert row["run_id"] == run_id
     assert row["checked"] is not None
@@ -159,5 +166,5 @@ def test_status_without_run_id_takes_a_limit(world: World) -> None:
     for n in range(3):
         world.submit(extra=("--run-id", f"rc-2026110{n}T000000Z-aaaaa{n}"))
     document = world.json("status", "--limit", "2")
-    ids = [r["run_id"] for r in document["runs"]]  # type: ignore[attr-defined]
+    ids = [r["run_id"] for r in _rows(document, "runs")]
     assert ids == ["rc-20261102T000000Z-aaaaa2", "rc-20261101T000000Z-aaaaa1"]

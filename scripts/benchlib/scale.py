@@ -125,7 +125,7 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
         if rnd:
             big_t.append(t_all.wall)
             one_t.append(t_one.wall)
-            by = {}
+            by: dict[str, int] = {}
             for e in p_all.of("exec"):
                 by[e.cluster] = by.get(e.cluster, 0) + 1
             polls.append(max(by.values()))

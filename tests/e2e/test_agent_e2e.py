@@ -10,6 +10,7 @@ import signal
 from pathlib import Path
 
 import anyio
+import devcluster  # tests/ is on sys.path: pytest's rootdir-relative import, as in conftest.py
 import pytest
 
 from remote_chain.cluster import endpoint_for
@@ -17,15 +18,16 @@ from remote_chain.config import find_profile
 from remote_chain.errors import ConnectError
 from remote_chain.orchestrator import Orchestrator
 from remote_chain.remote import agent, open_remote
+from remote_chain.remote.endpoint import Endpoint
 from remote_chain.settings import Settings
-from tests import devcluster
-from tests.e2e.conftest import write_config, write_profile
+
+from .conftest import write_config, write_profile
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 CLUSTER = "local"
 
 
-def _endpoint(folder: Path, state: Path) -> agent.Endpoint:
+def _endpoint(folder: Path, state: Path) -> Endpoint:
     settings = Settings(state_dir=state)
     return endpoint_for(find_profile(CLUSTER, clusters_dirs=[folder]), settings)
 

@@ -93,7 +93,9 @@ def test_doctor_tells_the_cluster_apart(
     on = _has_accounting(dev, cluster)
     assert accounting["enabled"] is on
     assert accounting["reachable"] is (True if on else None)
-    checks = {c["check"]: c for c in doc["checks"]}  # type: ignore[attr-defined]
+    listed = doc["checks"]
+    assert isinstance(listed, list)
+    checks = {c["check"]: c for c in listed}
     assert checks["accounting"]["level"] == ("ok" if on else "warn")
     if not on:
         assert "not visible" in checks["accounting"]["hint"]
@@ -127,6 +129,8 @@ def test_doctor_reports_the_users_submit_limit(
     (limit,) = [lim for lim in limits["limits"] if lim["limit"] == "MaxSubmitJobs"]
     assert limit["value"] == 4321
     assert cluster in limit["source"]
-    checks = {c["check"]: c for c in doc["checks"]}  # type: ignore[attr-defined]
+    listed = doc["checks"]
+    assert isinstance(listed, list)
+    checks = {c["check"]: c for c in listed}
     assert checks["job_limits"]["level"] == "warn"
     assert "2 queue slots per resumable benchmark" in checks["job_limits"]["hint"]
