@@ -97,7 +97,7 @@ class Settings(BaseSettings):
 def load_settings(*, env_file: Path | None = Path(".env")) -> Settings:
     """``Settings()`` with any invalid value reported as a ``ConfigError`` naming the variable."""
     try:
-        return Settings(_env_file=env_file)  # type: ignore[call-arg]
+        return Settings(_env_file=env_file)
     except ValidationError as exc:
         problems = [
             (f"{ENV_PREFIX}{'.'.join(str(p) for p in err['loc']).upper()}", err["msg"])

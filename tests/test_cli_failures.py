@@ -140,7 +140,7 @@ def test_clusters_lists_every_profile_and_the_broken_ones_then_exits_2(world: Wo
 
 def test_settings_defaults_for_failing_fast() -> None:
     """Refused connections are retried 2 s; wait gives up after 15 minutes unreachable."""
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None)
     assert settings.connect_retry == 2
     assert settings.wait_unreachable == 15 * 60
     assert settings.connect_timeout is None

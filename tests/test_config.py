@@ -199,7 +199,7 @@ def test_models_are_frozen_and_round_trip(tmp_path: Path) -> None:
     config = load_submit_config(write(tmp_path, "s.yaml", SPEC_EXAMPLE), environ={})
     aime = config.driver.benchmarks["aime"]
     with pytest.raises(ValidationError):
-        aime.command = "x"
+        aime.command = "x"  # type: ignore[misc]  # the assignment a frozen model refuses is the point
     dumped = aime.model_dump()
     assert dumped["resumable"]["max_walltime"] == "2-00:00:00"
     assert BenchmarkConfig.model_validate(dumped) == aime
@@ -292,7 +292,7 @@ def test_default_dirs_follow_the_interface_order(
     monkeypatch.chdir(work)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
     monkeypatch.setenv("REMOTE_CHAIN_CLUSTERS_DIR", f"{env1}{os.pathsep}{os.pathsep}{env2}")
-    dirs = default_clusters_dirs(cli, Settings(_env_file=None))  # type: ignore[call-arg]
+    dirs = default_clusters_dirs(cli, Settings(_env_file=None))
     assert dirs == [cli, env1, env2, work / "clusters", tmp_path / "xdg/remote-chain/clusters"]
     hosts = {
         n: find_profile(n, clusters_dirs=dirs).host
@@ -305,7 +305,7 @@ def test_default_dirs_follow_the_interface_order(
         "local": "from-cwd",
         "home": "from-home",
     }
-    no_cli = default_clusters_dirs(None, Settings(_env_file=None))  # type: ignore[call-arg]
+    no_cli = default_clusters_dirs(None, Settings(_env_file=None))
     assert find_profile("eos", clusters_dirs=no_cli).host == "from-env1"
 
 
@@ -315,11 +315,11 @@ def test_missing_explicit_clusters_dir_is_an_error(
     """A --clusters-dir or REMOTE_CHAIN_CLUSTERS_DIR that is no folder is an error, not skipped."""
     monkeypatch.delenv("REMOTE_CHAIN_CLUSTERS_DIR", raising=False)
     with pytest.raises(ConfigError) as info:
-        default_clusters_dirs(tmp_path / "typo", Settings(_env_file=None))  # type: ignore[call-arg]
+        default_clusters_dirs(tmp_path / "typo", Settings(_env_file=None))
     assert (info.value.source, info.value.field) == ("<command line>", "--clusters-dir")
     monkeypatch.setenv("REMOTE_CHAIN_CLUSTERS_DIR", str(tmp_path / "gone"))
     with pytest.raises(ConfigError) as info:
-        default_clusters_dirs(None, Settings(_env_file=None))  # type: ignore[call-arg]
+        default_clusters_dirs(None, Settings(_env_file=None))
     assert info.value.field == "REMOTE_CHAIN_CLUSTERS_DIR"
     assert str(tmp_path / "gone") in str(info.value)
 

@@ -24,11 +24,12 @@ from remote_chain.errors import (
     HostNotFoundError,
     RefusedError,
 )
+from remote_chain.models import Transport
 from remote_chain.remote import Endpoint, open_remote
 from remote_chain.settings import Settings
 
 pytestmark = pytest.mark.ssh
-TRANSPORTS = ["asyncssh", "openssh"]
+TRANSPORTS: list[Transport] = ["asyncssh", "openssh"]
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def _write_config(path: Path, text: str) -> Path:
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_an_alias_alone_reaches_the_host_through_the_ssh_config(
-    target: Sshd, tmp_path: Path, transport: str
+    target: Sshd, tmp_path: Path, transport: Transport
 ) -> None:
     """host = alias and nothing else: HostName, Port, User, IdentityFile and
     UserKnownHostsFile all come from the ssh config's Host block, over both transports."""
@@ -80,7 +81,7 @@ async def test_an_alias_alone_reaches_the_host_through_the_ssh_config(
         f"  IdentityFile {target.client_key}\n  IdentitiesOnly yes\n"
         f"  UserKnownHostsFile {target.known_hosts}\n",
     )
-    endpoint = Endpoint(name="lab", host="lab", ssh_config=config, transport=transport)  # type: ignore[arg-type]
+    endpoint = Endpoint(name="lab", host="lab", ssh_config=config, transport=transport)
     async with await open_remote(endpoint) as remote:
         assert (await remote.run("echo via alias")).stdout == "via alias\n"
 
@@ -88,7 +89,7 @@ async def test_an_alias_alone_reaches_the_host_through_the_ssh_config(
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_jump_host_is_verified_against_the_profile_s_known_hosts(
-    hop: Sshd, target: Sshd, both_known: Path, tmp_path: Path, transport: str
+    hop: Sshd, target: Sshd, both_known: Path, tmp_path: Path, transport: Transport
 ) -> None:
     """Through a jump host, with the profile's key and known_hosts for both hops."""
     empty = _write_config(tmp_path / "ssh_config", "")
@@ -101,7 +102,7 @@ async def test_a_jump_host_is_verified_against_the_profile_s_known_hosts(
         known_hosts=both_known,
         proxy_jump=f"{hop.user}@{HOST}:{hop.port}",
         ssh_config=empty,
-        transport=transport,  # type: ignore[arg-type]
+        transport=transport,
         connect_timeout=5,
     )
     hop_logins = hop.accepted_logins()
@@ -113,7 +114,7 @@ async def test_a_jump_host_is_verified_against_the_profile_s_known_hosts(
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_wrong_jump_host_key_is_refused_naming_the_hop(
-    hop: Sshd, target: Sshd, tmp_path: Path, transport: str
+    hop: Sshd, target: Sshd, tmp_path: Path, transport: Transport
 ) -> None:
     """A hop whose key is not the recorded one is a HostKeyError, never accepted."""
     other = public_key_line(keygen(tmp_path / "other"))
@@ -128,7 +129,7 @@ async def test_a_wrong_jump_host_key_is_refused_naming_the_hop(
         known_hosts=known,
         proxy_jump=f"{hop.user}@{HOST}:{hop.port}",
         ssh_config=_write_config(tmp_path / "ssh_config", ""),
-        transport=transport,  # type: ignore[arg-type]
+        transport=transport,
         connect_timeout=5,
     )
     logins = target.accepted_logins()
@@ -144,7 +145,7 @@ async def test_a_wrong_jump_host_key_is_refused_naming_the_hop(
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_config_disabling_checks_on_the_jump_host_is_refused(
-    hop: Sshd, target: Sshd, both_known: Path, tmp_path: Path, transport: str
+    hop: Sshd, target: Sshd, both_known: Path, tmp_path: Path, transport: Transport
 ) -> None:
     """``UserKnownHostsFile /dev/null`` for the hop in the ssh config: a ConfigError, no login."""
     config = _write_config(
@@ -160,7 +161,7 @@ async def test_a_config_disabling_checks_on_the_jump_host_is_refused(
         known_hosts=both_known,
         proxy_jump="gate",
         ssh_config=config,
-        transport=transport,  # type: ignore[arg-type]
+        transport=transport,
     )
     logins = hop.accepted_logins()
     with pytest.raises(ConfigError, match="host-key checking off") as caught:
@@ -174,7 +175,7 @@ def _session(tmp_path: Path, host: str, port: int, known_hosts: Path) -> Cluster
     profile_file.write_text(
         f'host = "{host}"\nport = {port}\nknown_hosts = "{known_hosts}"\nworkdir = "/tmp/w"\n'
     )
-    settings = Settings(_env_file=None, ssh_config=tmp_path / "empty_config")  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, ssh_config=tmp_path / "empty_config")
     (tmp_path / "empty_config").write_text("")
     return ClusterSession(load_profile(profile_file), settings)
 
@@ -238,7 +239,7 @@ async def test_the_ssh_config_connect_timeout_bounds_a_silent_host(
     ("host", "error"), [(HOST, RefusedError), ("no-such-host.invalid", HostNotFoundError)]
 )
 async def test_dead_hosts_fail_at_once_over_both_transports(
-    target: Sshd, tmp_path: Path, transport: str, host: str, error: type[Exception]
+    target: Sshd, tmp_path: Path, transport: Transport, host: str, error: type[Exception]
 ) -> None:
     """One try, well under a second: a refused port or an unknown name, named in the error."""
     endpoint = Endpoint(
@@ -247,7 +248,7 @@ async def test_dead_hosts_fail_at_once_over_both_transports(
         port=free_port(),
         known_hosts=target.known_hosts,
         ssh_config=_write_config(tmp_path / "ssh_config", ""),
-        transport=transport,  # type: ignore[arg-type]
+        transport=transport,
         connect_timeout=5,
     )
     started = time.monotonic()

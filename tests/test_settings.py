@@ -34,12 +34,12 @@ def test_env_example_lists_every_setting() -> None:
 
 def test_env_example_values_are_the_defaults() -> None:
     """The active lines of .env.example load, and equal the built-in defaults."""
-    assert Settings(_env_file=EXAMPLE) == Settings(_env_file=None)  # type: ignore[call-arg]
+    assert Settings(_env_file=EXAMPLE) == Settings(_env_file=None)
 
 
 def test_defaults() -> None:
     """Without environment or .env, the documented defaults apply."""
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None)
     assert settings.max_channels == 6
     assert settings.lookup_timeout == 60
     assert settings.max_upload_bytes == 64 * 1024 * 1024
@@ -84,7 +84,7 @@ def test_clusters_dir_is_path_separated(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_index_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The index is <state_dir or $XDG_STATE_HOME/remote-chain or ~/.local/state/...>/runs."""
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings(_env_file=None)
     xdg = {"XDG_STATE_HOME": str(tmp_path / "state")}
     assert settings.index_dir(xdg) == tmp_path / "state" / "remote-chain" / "runs"
     home_default = Path.home() / ".local" / "state" / "remote-chain" / "runs"

@@ -34,7 +34,7 @@ from remote_chain.config.lookup import (
     list_profiles,
     scan_profiles,
 )
-from remote_chain.config.profile import ClusterProfile, Transport
+from remote_chain.config.profile import ClusterProfile
 from remote_chain.config.slurm import SlurmOptions
 from remote_chain.config.submit import (
     ENV_NAME_RE,
@@ -56,7 +56,7 @@ from remote_chain.config.validators import (
     RESERVED_BENCHMARK_PREFIXES,
     Duration,
 )
-from remote_chain.models import Executor
+from remote_chain.models import Executor, Transport
 
 __all__ = [
     "COMMAND_LINE",

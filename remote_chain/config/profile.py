@@ -7,7 +7,7 @@ import os
 import posixpath
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -31,10 +31,8 @@ from remote_chain.config.validators import (
 )
 from remote_chain.durations import parse_persist
 from remote_chain.errors import ConfigError
-from remote_chain.models import Executor
+from remote_chain.models import Executor, Transport
 
-# How the client reaches the login node (remote/__init__.py opens one or the other).
-Transport = Literal["asyncssh", "openssh"]
 _WORKDIR = re.compile(r"/[A-Za-z0-9._/@+,:=~-]*")
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-Transport = Literal["asyncssh", "openssh"]
+from remote_chain.models import Transport
+
 # Without REMOTE_CHAIN_CONNECT_TIMEOUT or the ssh config's ConnectTimeout (issue 11).
 DEFAULT_CONNECT_TIMEOUT = 15.0
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import devcluster
 import pytest
 
+from remote_chain.models import Transport
+
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 ALIAS = "devlab"
@@ -41,7 +43,7 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("transport", ["asyncssh", "openssh"])
 def test_an_alias_only_profile_reaches_the_dev_cluster(
-    dev: devcluster.DevCluster, tmp_path: Path, transport: str
+    dev: devcluster.DevCluster, tmp_path: Path, transport: Transport
 ) -> None:
     """doctor passes every check with host and port, user, key and known_hosts from the config."""
     (tmp_path / "ssh_config").write_text(
