@@ -23,6 +23,13 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
+from typing import Protocol
+
+
+class ByteReader(Protocol):
+    """What a pipe reads from: an ``asyncio.StreamReader``, or a stand-in wrapping one."""
+
+    async def read(self, n: int = -1) -> bytes: ...
 
 
 class DelayProxy:
@@ -117,7 +124,7 @@ class DelayProxy:
 
     async def _pipe(
         self,
-        reader: asyncio.StreamReader,
+        reader: ByteReader,
         writer: asyncio.StreamWriter,
         pair: tuple[asyncio.StreamWriter, asyncio.StreamWriter],
         on_bytes: Callable[[int], None] | None,
@@ -159,6 +166,8 @@ class ThreadedProxy:
     """A DelayProxy on its own event loop in a daemon thread (for tests)."""
 
     def __init__(self, target_host: str, target_port: int, **kwargs: object) -> None:
+        # kwargs are DelayProxy's keyword options, forwarded as they are; spelling them out
+        # again here would be a second list to keep in step.
         self.proxy = DelayProxy(target_host, target_port, **kwargs)  # type: ignore[arg-type]
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)

@@ -104,6 +104,7 @@ BAD: list[object] = [
 def test_parse_rejects_everything_else(value: object) -> None:
     """Other forms, out-of-range fields and non-str/int values: ValueError listing the forms."""
     with pytest.raises(ValueError, match="MM:SS") as info:
+        # Deliberately outside the annotation (YAML/env hand it anything): refused at runtime.
         parse_duration(value)  # type: ignore[arg-type]
     assert DURATION_FORMS in str(info.value)
 
@@ -142,6 +143,7 @@ def test_format_renders_slurm_time(seconds: int, text: str) -> None:
 def test_format_rejects_non_durations(value: object) -> None:
     """Negative numbers, bools, floats and strings are not durations in seconds."""
     with pytest.raises(ValueError, match="non-negative"):
+        # Deliberately outside the annotation: the runtime refusal is what is tested.
         format_duration(value)  # type: ignore[arg-type]
 
 
@@ -170,6 +172,7 @@ _DURATIONISH = st.text(alphabet="0123456789:- \n+.x", max_size=16)
 def test_parse_raises_only_value_error(value: object) -> None:
     """Whatever it is fed, parse_duration returns seconds in range or raises ValueError."""
     try:
+        # Any value on purpose, not only the annotated str | int: totality is the property.
         seconds = parse_duration(value)  # type: ignore[arg-type]
     except ValueError:
         return

@@ -195,6 +195,7 @@ def setup_prologue(
         max_unknown_links=case.policy.max_unknown_links,
     )
     if spec_changes:
+        # JobSpec fields by keyword from the caller; dataclasses.replace names each one.
         spec = dataclasses.replace(spec, **spec_changes)  # type: ignore[arg-type]
     text = render_job_script(spec)
     job = bench / "job.sh"

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_prologue import (
@@ -86,10 +87,10 @@ CONTENTS = st.one_of(
 )
 @given(name=st.sampled_from([WALLTIME_FILE, RETRIES_FILE, UNKNOWN_FILE]), content=CONTENTS)
 def test_state_file_is_read_exactly_or_refused(
-    tmp_path_factory: object, name: str, content: str
+    tmp_path_factory: pytest.TempPathFactory, name: str, content: str
 ) -> None:
     """Any content: the exact decimal value is used, or the link exits 65 leaving no successor."""
-    tmp = tmp_path_factory.mktemp("st")  # type: ignore[attr-defined]
+    tmp = tmp_path_factory.mktemp("st")
     value = expected_int(content)
 
     def prepare(bench: Path, _stubs: Path) -> None:
@@ -170,6 +171,8 @@ def _spec(bench: Path, **slurm: object) -> JobSpec:
         remote_dir=str(bench),
         argv=("true",),
         policy=ResumePolicy(),
+        # SlurmDirectives fields by keyword, as each test names them; a TypedDict mirror of
+        # the dataclass would be a second list to keep in step.
         slurm=SlurmDirectives(**slurm),  # type: ignore[arg-type]
     )
 

@@ -78,6 +78,8 @@ def facts(**over: object) -> ResumeFacts:
         "walltime": "100",
         "retries": "0",
     }
+    # ChainFacts fields by keyword, one override per test; typing them would need a TypedDict
+    # kept in step with ChainFacts by hand.
     return ResumeFacts({"b": ChainFacts(**{**base, **over})}, sacct=SACCT)  # type: ignore[arg-type]
 
 

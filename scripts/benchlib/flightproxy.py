@@ -23,15 +23,13 @@ from pathlib import Path
 from typing import IO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from netproxy import DelayProxy, serve_until_signalled
+from netproxy import ByteReader, DelayProxy, serve_until_signalled
 
 
 class _LoggingReader:
     """A StreamReader stand-in that logs each chunk read before the proxy delays it."""
 
-    def __init__(
-        self, reader: asyncio.StreamReader, log: Callable[[bool, int], None], up: bool
-    ) -> None:
+    def __init__(self, reader: ByteReader, log: Callable[[bool, int], None], up: bool) -> None:
         self._reader = reader
         self._log = log
         self._up = up
@@ -47,6 +45,7 @@ class FlightProxy(DelayProxy):
     """DelayProxy whose two pipes per connection log what they read."""
 
     def __init__(self, *args: object, events: IO[str], **kwargs: object) -> None:
+        # DelayProxy's own arguments, forwarded as they are (one list of them, in netproxy).
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self._events = events
         self._ids = itertools.count(1)
@@ -56,7 +55,7 @@ class FlightProxy(DelayProxy):
 
     async def _pipe(
         self,
-        reader: asyncio.StreamReader,
+        reader: ByteReader,
         writer: asyncio.StreamWriter,
         pair: tuple[asyncio.StreamWriter, asyncio.StreamWriter],
         on_bytes: Callable[[int], None] | None,
@@ -73,7 +72,7 @@ class FlightProxy(DelayProxy):
 
         wrapped = _LoggingReader(reader, log, up)
         try:
-            await super()._pipe(wrapped, writer, pair, on_bytes)  # type: ignore[arg-type]
+            await super()._pipe(wrapped, writer, pair, on_bytes)
         finally:
             entry[1] -= 1
             if entry[1] == 0:
