@@ -60,7 +60,6 @@ from remote_chain.errors import (
 )
 from remote_chain.guard import UNSAFE_EXIT
 from remote_chain.limits import fit_problems, parse_submit_limits
-from remote_chain.models import Executor
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
 from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT
 from remote_chain.resumecaps import (
@@ -410,7 +409,7 @@ def _limit_warnings(bundle: ClusterBundle, answer: SubmitAnswer, stdout: str) ->
     )
 
 
-def statuses(cluster: str, snap: Snapshot, executor: Executor) -> list[ChainStatus]:
+def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:
     out = []
     for run in snap.runs:
         limits = time_limits(run.record)
@@ -446,7 +445,7 @@ def statuses(cluster: str, snap: Snapshot, executor: Executor) -> list[ChainStat
     return out
 
 
-def _lagging(cluster: str, snap: Snapshot, executor: Executor) -> bool:
+def _lagging(cluster: str, snap: Snapshot, executor: str) -> bool:
     if executor != "slurm":
         return False
     if not snap.sacct_ok:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
 from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
-from remote_chain.models import Executor, JobId, SacctRecord
+from remote_chain.models import JobId, SacctRecord
 from remote_chain.sacct import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -110,7 +110,7 @@ class Snapshot:
         return out
 
 
-def render_status_script(targets: Sequence[Target], *, executor: Executor = "slurm") -> str:
+def render_status_script(targets: Sequence[Target], *, executor: str = "slurm") -> str:
     reads = "\n    ".join(
         f'rc_file {kind} "$bench" "$b/{name}"' for kind, name in CHAIN_FILES.items()
     )
