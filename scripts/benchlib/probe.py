@@ -11,15 +11,17 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Self
+from typing import Literal, Self
 
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
+
+SpanKind = Literal["connect", "exec", "close"]
 
 
 @dataclass(frozen=True)
 class Span:
     cluster: str
-    kind: str  # "connect" | "exec" | "close"
+    kind: SpanKind
     t0: float  # CLOCK_MONOTONIC, the clock the proxies log with
     t1: float
     sent: int = 0
@@ -52,7 +54,7 @@ class Probe:
             lines.append(f"export RC_BENCH_TAG={shlex.quote(self.tag)}")
         return "".join(line + "\n" for line in lines)
 
-    def of(self, kind: str) -> list[Span]:
+    def of(self, kind: SpanKind) -> list[Span]:
         return [s for s in self.spans if s.kind == kind]
 
 
