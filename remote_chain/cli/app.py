@@ -112,6 +112,17 @@ ClustersOpt = Annotated[
         help="A cluster profile; repeatable.",
     ),
 ]
+# The same option where at least one cluster is required (submit, render).
+RequiredClustersOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--cluster",
+        "-c",
+        metavar="NAME",
+        autocompletion=complete_cluster,
+        help="A cluster profile; repeatable.",
+    ),
+]
 BenchmarksOpt = Annotated[
     list[str] | None,
     typer.Option("--benchmark", "-b", metavar="B", help="Only this benchmark; repeatable."),

@@ -12,6 +12,7 @@ from remote_chain.cli.app import (
     BenchmarksOpt,
     ConfigArg,
     JsonOpt,
+    RequiredClustersOpt,
     app,
     complete_cluster,
 )
@@ -32,16 +33,7 @@ def render(
     ctx: typer.Context,
     *,
     config: ConfigArg,
-    cluster: Annotated[
-        list[str],
-        typer.Option(
-            "--cluster",
-            "-c",
-            metavar="NAME",
-            autocompletion=complete_cluster,
-            help="A cluster profile; repeatable.",
-        ),
-    ],
+    cluster: RequiredClustersOpt,
     benchmark: BenchmarksOpt = None,
     run_id: Annotated[
         str,

@@ -10,8 +10,8 @@ from remote_chain.cli.app import (
     BenchmarksOpt,
     ConfigArg,
     JsonOpt,
+    RequiredClustersOpt,
     app,
-    complete_cluster,
 )
 from remote_chain.cli.frame import (
     combine,
@@ -30,16 +30,7 @@ def submit(
     ctx: typer.Context,
     *,
     config: ConfigArg,
-    cluster: Annotated[
-        list[str],
-        typer.Option(
-            "--cluster",
-            "-c",
-            metavar="NAME",
-            autocompletion=complete_cluster,
-            help="A cluster profile; repeatable.",
-        ),
-    ],
+    cluster: RequiredClustersOpt,
     benchmark: BenchmarksOpt = None,
     run_id: Annotated[
         str | None,
