@@ -8,6 +8,8 @@ from importlib import resources
 
 from remote_chain.guard import GUARD_PLACEHOLDER, UNSAFE_EXIT, trusted_bench_files
 
+WIRE_PLACEHOLDER = "__WIRE__"
+
 
 @functools.cache
 def _read(name: str) -> str:
@@ -26,6 +28,8 @@ def render_template(name: str, subs: Mapping[str, str]) -> str:
             {"__UNSAFE_EXIT__": str(UNSAFE_EXIT), "__TRUSTED__": " ".join(trusted_bench_files())},
         )
         text = text.replace(GUARD_PLACEHOLDER, guard)
+    if WIRE_PLACEHOLDER in text:  # the one wire codec of every answer (wire.py)
+        text = text.replace(WIRE_PLACEHOLDER, render_template("wire.bash", {}))
     for key, value in subs.items():
         text = text.replace(key, value)
     return text

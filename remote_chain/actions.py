@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,19 +19,12 @@ from remote_chain.script import (
     RETRIES_FILE,
     WALLTIME_FILE,
 )
+from remote_chain.wire import decode
 
 # The event a resume appends per job whose walltime it counted: <time> <job> <kind> <seconds>.
 COUNTED_EVENT = "counted_by_resume"
 CANCEL_ROUNDS = 30  # seconds the cancel exec keeps re-reading the queue at most
 LOG_CHUNK = 4 << 20  # bytes of a log one exec returns at most
-
-
-def b64_text(text: str) -> str:
-    """A base64 field of a remote script's answer, decoded (kept as is if it is not base64)."""
-    try:
-        return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
-    except ValueError:
-        return text
 
 
 def _array(name: str, values: Sequence[str]) -> str:
@@ -74,8 +66,7 @@ def parse_cancel_output(text: str, benchmarks: Sequence[str]) -> CancelAnswer:
     by_id: dict[str, str] = {}
     scancelled: list[str] = []
     missing, errors, left, done = [], [], False, False
-    for line in text.splitlines():
-        parts = line.split("\t")
+    for parts in decode(text):
         if parts[0] == "SEEN" and len(parts) == 4:
             by_id[parts[2]] = parts[1]
         elif parts[0] == "NORUN":
@@ -89,7 +80,7 @@ def parse_cancel_output(text: str, benchmarks: Sequence[str]) -> CancelAnswer:
         elif parts[0] == "NOMARK" and len(parts) == 2:
             errors.append(f"{parts[1]}: could not write the cancel marker")
         elif parts[0] == "SQUEUE_FAILED" and len(parts) == 2:
-            errors.append(f"squeue failed: {b64_text(parts[1]).strip()[:300]}")
+            errors.append(f"squeue failed: {parts[1].strip()[:300]}")
         elif parts[0] == "LEFT":
             left = True
         elif parts[0] == "DONE":
@@ -136,8 +127,7 @@ def render_resume_script(
 
 def parse_resume_output(text: str) -> ResumeAnswer:
     answer = ResumeAnswer()
-    for line in text.splitlines():
-        parts = line.split("\t")
+    for parts in decode(text):
         if parts[0] == "SUBMITTED" and len(parts) == 3 and JOB_ID_RE.match(parts[2]):
             answer.submitted[parts[1]] = JobId(parts[2])
         elif parts[0] == "LIVE" and len(parts) == 3:
@@ -145,7 +135,7 @@ def parse_resume_output(text: str) -> ResumeAnswer:
         elif parts[0] == "NOBENCH" and len(parts) == 2:
             answer.refused[parts[1]] = "no such benchmark in this run"
         elif parts[0] == "FAILED" and len(parts) == 3:
-            answer.refused[parts[1]] = b64_text(parts[2]).strip()[:500] or "sbatch failed"
+            answer.refused[parts[1]] = parts[2].strip()[:500] or "sbatch failed"
         elif parts[0] == "CHANGED" and len(parts) == 2:
             answer.refused[parts[1]] = "its state files changed while resuming: try again"
         elif parts[0] == "NORECORD":
@@ -178,16 +168,16 @@ def render_logs_script(
 
 
 def parse_logs_output(text: str) -> LogChunk:
-    first, _, rest = text.partition("\n")
-    parts = first.split("\t")
+    records = decode(text)
+    parts = records[0] if records else ("",)
     if parts[0] == "NOBENCH":
         return LogChunk(None, False, 0, "", "no such benchmark in this run")
     if parts[0] == "NOJOB":
         return LogChunk(None, False, 0, "", "no job has been recorded for this chain yet")
-    if parts[0] != "LOG" or len(parts) != 4 or not JOB_ID_RE.match(parts[1]):
+    if parts[0] != "LOG" or len(parts) != 5 or not JOB_ID_RE.match(parts[1]):
         return LogChunk(None, False, 0, "", "unexpected answer from the cluster")
     size = int(parts[3]) if parts[3].isdigit() else 0
-    return LogChunk(JobId(parts[1]), parts[2] == "1", size, rest)
+    return LogChunk(JobId(parts[1]), parts[2] == "1", size, parts[4])
 
 
 # --- doctor ------------------------------------------------------------------------------------
@@ -231,11 +221,10 @@ def render_doctor_script(
 
 def parse_doctor_output(text: str) -> list[Check]:
     checks = []
-    for line in text.splitlines():
-        parts = line.split("\t")
+    for parts in decode(text):
         if parts[0] == "CHECK" and len(parts) == 4:
             ok = parts[2] == "ok"
             family = parts[1].split(":", 1)[0]
             hint = "" if ok else HINTS.get(family, "")
-            checks.append(Check(parts[1], ok, b64_text(parts[3]).strip()[:500], hint))
+            checks.append(Check(parts[1], ok, parts[3].strip()[:500], hint))
     return checks

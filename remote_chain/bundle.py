@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from remote_chain._template import render_template
 from remote_chain.models import JOB_ID_RE, Executor, JobId
 from remote_chain.script import SINCE_FILE
+from remote_chain.wire import decode
 
 RECORD_FILE = "remote-chain.json"
 FIRST_JOB_FILE = ".remote_chain_first_job"
@@ -166,44 +167,36 @@ def render_submit_script(bundle: ClusterBundle) -> str:
 def render_lookup_script(bundle: ClusterBundle) -> str:
     """After a lost connection: does the run exist here, and what did it submit?"""
     body = _body().split("# mkdir is atomic", 1)[0]
-    return "\n".join([*_head(bundle, "lookup"), body, "printf 'ABSENT\\n'"])
+    return "\n".join([*_head(bundle, "lookup"), body, "rc_emit ABSENT"])
 
 
 def parse_submit_output(text: str) -> SubmitAnswer:
-    """Read the tab-separated lines the submit/lookup script printed."""
+    """Read the records (wire.py) the submit/lookup script printed."""
     submitted: list[Submitted] = []
-    for line in text.splitlines():
-        kind, _, rest = line.partition("\t")
-        if kind in ("ERROR", "WORKDIR"):
-            return SubmitAnswer(existed=False, error=_b64(rest), workdir_error=kind == "WORKDIR")
-        if kind == "EXISTS":
-            return SubmitAnswer(existed=True, record=_record(rest))
+    records = decode(text)
+    for parts in records:
+        kind = parts[0]
+        if kind in ("ERROR", "WORKDIR") and len(parts) == 2:
+            return SubmitAnswer(existed=False, error=parts[1], workdir_error=kind == "WORKDIR")
+        if kind == "EXISTS" and len(parts) == 2:
+            return SubmitAnswer(existed=True, record=_record(parts[1]))
         if kind == "ABSENT":
             return SubmitAnswer(existed=False)
-        if kind == "SUBMITTED":
-            bench, _, job = rest.partition("\t")
-            if JOB_ID_RE.match(job):
-                submitted.append(Submitted(bench, JobId(job), None))
-        elif kind == "FAILED":
-            bench, _, err = rest.partition("\t")
-            submitted.append(Submitted(bench, None, _b64(err).strip() or "sbatch failed"))
-    if not text.rstrip().endswith("DONE"):
+        if kind == "SUBMITTED" and len(parts) == 3:
+            if JOB_ID_RE.match(parts[2]):
+                submitted.append(Submitted(parts[1], JobId(parts[2]), None))
+        elif kind == "FAILED" and len(parts) == 3:
+            submitted.append(Submitted(parts[1], None, parts[2].strip() or "sbatch failed"))
+    if not records or records[-1][0] != "DONE":
         return SubmitAnswer(existed=False, submitted=tuple(submitted), error="no answer")
     return SubmitAnswer(existed=False, submitted=tuple(submitted))
-
-
-def _b64(text: str) -> str:
-    try:
-        return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
-    except ValueError:
-        return text
 
 
 def _record(text: str) -> dict[str, object] | None:
     if not text.strip():
         return None
     try:
-        value = json.loads(_b64(text))
+        value = json.loads(text)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

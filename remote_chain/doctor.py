@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from remote_chain.actions import Check, b64_text, parse_doctor_output
+from remote_chain.actions import Check, parse_doctor_output
 from remote_chain.limits import Limit, parse_assoc, parse_qos
 from remote_chain.models import Executor
+from remote_chain.wire import decode
 
 # `sbatch --version` prints "<PACKAGE_NAME> <version>" (src/common/proc_args.c, 22.05..24.11):
 # "slurm 24.11.5" upstream, "slurm-wlm 22.05.8" from Debian's packages.
@@ -55,11 +56,10 @@ class Fact:
 def parse_facts(text: str) -> dict[str, Fact]:
     """The ``FACT`` lines of the doctor exec, by name; other lines are skipped."""
     facts = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
+    for parts in decode(text):
         if parts[0] == "FACT" and len(parts) == 4:
             status = int(parts[2]) if parts[2].isdigit() else 1
-            facts[parts[1]] = Fact(status, b64_text(parts[3]))
+            facts[parts[1]] = Fact(status, parts[3])
     return facts
 
 

@@ -15,11 +15,11 @@ log, not in the reply, so ``refusal_limit`` names what the text allows and no mo
 
 from __future__ import annotations
 
-import base64
 import re
 from dataclasses import dataclass, field
 
 from remote_chain.records import Record, json_meta
+from remote_chain.wire import decode
 
 # sacctmgr formats asked by doctor.bash; the parsers below read exactly these columns.
 ASSOC_FORMAT = ("Cluster", "Account", "User", "Partition", "MaxJobs", "MaxSubmitJobs", "QOS")
@@ -193,15 +193,11 @@ def parse_assoc_mgr(text: str, user: str) -> list[Limit]:
 
 
 def parse_submit_limits(text: str) -> tuple[list[Limit], int | None] | None:
-    """The ``LIMITS`` line of the submit exec: the user's limits and the jobs queued after
+    """The ``LIMITS`` record of the submit exec: the user's limits and the jobs queued after
     the submit (this run's first jobs included); None when the exec did not ask."""
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if parts[0] != "LIMITS" or len(parts) != 4:
-            continue
-        try:
-            raw = base64.b64decode(parts[1], validate=True).decode("utf-8", "replace")
-        except ValueError:
-            return None
-        return parse_assoc_mgr(raw, parts[3]), (int(parts[2]) if parts[2].isdigit() else None)
+    for parts in decode(text):
+        if parts[0] == "LIMITS" and len(parts) == 4:
+            return parse_assoc_mgr(parts[1], parts[3]), (
+                int(parts[2]) if parts[2].isdigit() else None
+            )
     return None

@@ -31,12 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
-from remote_chain.actions import COUNTED_EVENT, b64_text
+from remote_chain.actions import COUNTED_EVENT
 from remote_chain.bundle import RECORD_FILE
 from remote_chain.chainstatus import ChainStateName, Event, parse_events
 from remote_chain.models import JOB_ID_RE, JobId
 from remote_chain.sacct import SACCT_FIELDS
 from remote_chain.script import CHAIN_FILE, EVENTS_FILE, RETRIES_FILE, SINCE_FILE, WALLTIME_FILE
+from remote_chain.wire import decode
 
 _CAP = re.compile(r"^RC_(RESUMABLE|MAX_RETRIES|MAX_WALLTIME)='?(\d*)'?$")
 
@@ -133,10 +134,9 @@ def parse_facts(text: str) -> ResumeFacts:
     missing: list[str] = []
     sacct: str | None = None
     record, record_sum = None, ""
-    for line in text.splitlines():
-        parts = line.split("\t")
+    for parts in decode(text):
         if parts[0] == "RECORD" and len(parts) == 3:
-            record, record_sum = (b64_text(parts[1]) or None), parts[2]
+            record, record_sum = (parts[2] or None), parts[1]
         elif parts[0] == "NOBENCH" and len(parts) == 2:
             missing.append(parts[1])
         elif parts[0] == "CAPS" and len(parts) == 3:
@@ -149,12 +149,12 @@ def parse_facts(text: str) -> ResumeFacts:
                 "max_walltime_s": int(wall) if wall else None,
             }
         elif parts[0] == "FILE" and len(parts) == 4 and parts[1] in chains:
-            content = b64_text(parts[3])
+            content = parts[3]
             if parts[2] in ("walltime", "retries"):
                 content = "".join(content.split())
             chains[parts[1]][parts[2]] = content
         elif parts[0] == "SACCT" and len(parts) == 3 and parts[1] == "ok":
-            sacct = b64_text(parts[2])
+            sacct = parts[2]
     return ResumeFacts(
         {name: ChainFacts(**values) for name, values in chains.items()},  # type: ignore[arg-type]
         tuple(missing),

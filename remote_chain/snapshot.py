@@ -1,16 +1,15 @@
 """PURE: the one remote exec behind ``status``: every chain's files, one sacct, one squeue.
 
 However many chains are asked for, a cluster is asked exactly once per poll: the script reads
-each chain's dot-files (base64, so nothing in them can break the framing), gathers every job
-id they name, and makes one ``sacct`` call and one ``squeue`` call for all of them
+each chain's dot-files (through the wire codec, so nothing in them can break the framing),
+gathers every job id they name, and makes one ``sacct`` call and one ``squeue`` call for all
+of them
 (benchmarks issue, P5: controller load).
 """
 
 from __future__ import annotations
 
-import base64
 import functools
-import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from remote_chain.script import (
     SINCE_FILE,
     WALLTIME_FILE,
 )
+from remote_chain.wire import decode
 
 # The files status reads per chain, by short kind name.
 CHAIN_FILES: dict[str, str] = {
@@ -45,11 +45,10 @@ CHAIN_FILES: dict[str, str] = {
     "exit": ".remote_chain_exit",
 }
 MAX_FILE_BYTES = 1 << 20  # a chain's events file is a few KiB; more means something is wrong
-# Files up to this size are read by bash itself and sent escaped ("text"), with no process per
-# file; bigger ones take base64 ("ok"). A status poll of 200 chains stays one exec and a few
+# Files up to this size are read by bash itself and sent escaped (wire.py), with no process per
+# file; bigger ones take base64. A status poll of 200 chains stays one exec and a few
 # processes, instead of ~4 forks per file (benchmarks issue, P3: 200 chains ~ 1 chain).
 INLINE_FILE_BYTES = 64 * 1024
-_UNESCAPE = re.compile(r"\\(.)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -139,18 +138,6 @@ def render_status_script(targets: Sequence[Target], *, executor: str = "slurm") 
     return "\n".join([*head, render_chunks_function(), body])
 
 
-def _unescape(text: str) -> str:
-    """Undo status.bash's escaping of a file's content: ``\\\\``, ``\\t``, ``\\n``."""
-    return _UNESCAPE.sub(lambda m: {"t": "\t", "n": "\n"}.get(m.group(1), m.group(1)), text)
-
-
-def _b64(text: str) -> str:
-    try:
-        return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
-    except ValueError:
-        return ""
-
-
 @dataclass
 class _Run:
     exists: bool = False
@@ -165,23 +152,20 @@ class _Bench:
 
 
 def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
-    """Turn the status script's lines into a Snapshot; unknown lines are skipped."""
+    """Turn the status script's records (wire.py) into a Snapshot; unknown ones are skipped."""
     runs: dict[int, _Run] = {}
     benches: dict[tuple[int, str], _Bench] = {}
     missing: dict[int, list[str]] = {}
     unreadable: dict[int, list[str]] = {}
     sacct_text, sacct_ok, squeue_text, squeue_ok = "", True, "", True
     live: set[str] = set()
-    # Split on "\n" only: a file's content ("text") may hold \r, \f or \x1c, which
-    # str.splitlines() would also break lines on.
-    for line in text.split("\n"):
-        parts = line.split("\t")
+    for parts in decode(text):
         kind = parts[0]
         if len(parts) < 2 or (kind in {"RUN", "BENCH", "FILE"} and not parts[1].isdigit()):
             continue
         if kind == "RUN" and len(parts) >= 3:
-            record = _b64(parts[3]) if len(parts) > 3 and parts[3] else None
-            created = _b64(parts[4]).strip() if len(parts) > 4 and parts[4] else None
+            created = parts[3].strip() or None if len(parts) > 3 else None
+            record = parts[4] or None if len(parts) > 4 else None
             runs[int(parts[1])] = _Run(parts[2] == "1", record, created)
         elif kind == "NOBENCH" and len(parts) == 3 and parts[1].isdigit():
             missing.setdefault(int(parts[1]), []).append(parts[2])
@@ -192,16 +176,11 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
         elif kind == "FILE" and len(parts) == 6:
             bench = benches.get((int(parts[1]), parts[3]))
             if bench is not None:
-                status, content = parts[4], ""
-                if status == "text":
-                    status, content = "ok", _unescape(parts[5])
-                elif status == "ok":
-                    content = _b64(parts[5])
-                bench.files[parts[2]] = FileRead(status, content)
+                bench.files[parts[2]] = FileRead(parts[4], parts[5] if parts[4] == "ok" else "")
         elif kind == "SACCT" and len(parts) == 3:
-            sacct_ok, sacct_text = parts[1] == "0", _b64(parts[2])
+            sacct_ok, sacct_text = parts[1] == "0", parts[2]
         elif kind == "SQUEUE" and len(parts) == 3:
-            squeue_ok, squeue_text = parts[1] == "0", _b64(parts[2])
+            squeue_ok, squeue_text = parts[1] == "0", parts[2]
         elif kind == "LIVE":
             live.add(parts[1])
     run_files = []

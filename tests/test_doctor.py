@@ -3,11 +3,10 @@ source prints it), and what each finding means: pure, no cluster."""
 
 from __future__ import annotations
 
-import base64
-
 import pytest
 
 from remote_chain.doctor import parse_config, parse_slurm_version, read_doctor
+from remote_chain.wire import encode
 
 BANNER = "Welcome to the remote-chain dev cluster (noise line)\n"
 # `scontrol show config` of the dev cluster's `local` (22.05.8), abridged; 24.11 prints the same
@@ -40,12 +39,12 @@ DEP_PROBLEM = "allocation failure: Job dependency problem"
 
 
 def fact(name: str, status: int, output: str) -> str:
-    return f"FACT\t{name}\t{status}\t{base64.b64encode(output.encode()).decode()}\n"
+    return encode("FACT", name, str(status), output)
 
 
 def check(name: str, ok: bool, detail: str) -> str:
     state = "ok" if ok else "fail"
-    return f"CHECK\t{name}\t{state}\t{base64.b64encode(detail.encode()).decode()}\n"
+    return encode("CHECK", name, state, detail)
 
 
 def answer(**over: tuple[int, str]) -> str:

@@ -27,6 +27,7 @@ PURE = [
     "records",
     "results",
     "outcomes",
+    "wire",
 ]
 FORBIDDEN = {"anyio", "asyncio", "asyncssh", "tenacity", "structlog", "subprocess", "socket"}
 PACKAGE = Path(__file__).resolve().parent.parent / "remote_chain"

@@ -3,7 +3,6 @@ run, and when a chain is refused: pure, from literal event and sacct lines."""
 
 from __future__ import annotations
 
-import base64
 import subprocess
 
 import pytest
@@ -21,6 +20,7 @@ from remote_chain.resumecaps import (
     uncounted_jobs,
     updated_record,
 )
+from remote_chain.wire import encode
 
 STOPPED, FAILED = ChainStateName.STOPPED, ChainStateName.FAILED
 # sacct -X --duplicates --parsable2 --noheader --format=JobIDRaw,State,ElapsedRaw,ExitCode,
@@ -163,10 +163,6 @@ def test_record_gets_the_resume_appended() -> None:
     assert updated_record("{broken", [step], at="T") is None
 
 
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
 RECORD = '{"run_id": "r"}'
 CHAIN = "10\n11\n"
 WALLTIME = "100\r\n"
@@ -177,12 +173,12 @@ def test_parse_facts_reads_caps_files_sacct_and_record() -> None:
     text = "\n".join(
         [
             "Welcome (noise line)",
-            f"RECORD\t{_b64(RECORD)}\t123-45",
+            encode("RECORD", "123-45", RECORD.encode()).rstrip(),
             "CAPS\tb\tRC_RESUMABLE=1 RC_MAX_RETRIES=2 RC_MAX_WALLTIME='' ",
-            f"FILE\tb\tchain\t{_b64(CHAIN)}",
-            f"FILE\tb\twalltime\t{_b64(WALLTIME)}",
+            encode("FILE", "b", "chain", CHAIN.encode()).rstrip(),
+            encode("FILE", "b", "walltime", WALLTIME.encode()).rstrip(),
             "NOBENCH\tgone",
-            f"SACCT\tok\t{_b64(SACCT)}",
+            encode("SACCT", "ok", SACCT).rstrip(),
             "DONE",
         ]
     )

@@ -2,42 +2,43 @@
 # RC_* variables. Order matters: the marker first (every later prologue honours it), then
 # pending jobs (so none of them can start when a running link dies), then running ones, and
 # the queue is re-read until nothing of the chain is left (bounded).
+__WIRE__
 __GUARD__
 # What we create is ours alone (a login umask of 002 would make the marker group-writable,
 # which the guard then refuses).
 umask 077
-[[ -d $RC_RUN_DIR || -L $RC_RUN_DIR ]] || { printf 'NORUN\n'; printf 'DONE\n'; exit 0; }
+[[ -d $RC_RUN_DIR || -L $RC_RUN_DIR ]] || { rc_emit NORUN; rc_emit DONE; exit 0; }
 rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR"
 names=() benches=()
 if (( ${#RC_BENCHES[@]} == 0 )); then  # no benchmark named: every chain of the run
   # Parameter expansions, not basename/dirname: two processes per chain cost 10,000 chains
   # 30 s of the exec (issue 13, P7).
   for job in "$RC_RUN_DIR"/*/job.sh; do [[ -e $job ]] && { job=${job%/job.sh}; RC_BENCHES+=("${job##*/}"); }; done
-  printf 'BENCHES\t%s\n' "${RC_BENCHES[*]}"
+  rc_emit BENCHES "${RC_BENCHES[*]}"
 fi
 rc_guard_bench "${RC_BENCHES[@]/#/$RC_RUN_DIR/}"
 for bench in "${RC_BENCHES[@]}"; do
   b="$RC_RUN_DIR/$bench"
-  if [[ ! -d $b ]]; then printf 'NOBENCH\t%s\n' "$bench"; continue; fi
+  if [[ ! -d $b ]]; then rc_emit NOBENCH "$bench"; continue; fi
   # noclobber creates the marker with O_EXCL: an existing one (ours, guarded above) stays, and
   # a symlink planted since is refused, never written through (issue 14.1).
   if [[ ! -f $b/__CANCEL__ || -L $b/__CANCEL__ ]] && ! (set -C; : > "$b/__CANCEL__") 2>/dev/null; then
-    printf 'NOMARK\t%s\n' "$bench"
+    rc_emit NOMARK "$bench"
   fi
   benches+=("$bench"); names+=("$RC_RUN_ID:$bench")
 done
-(( ${#names[@]} )) || { printf 'DONE\n'; exit 0; }
+(( ${#names[@]} )) || { rc_emit DONE; exit 0; }
 if [[ $RC_EXECUTOR == shell ]]; then
   # No scheduler: the "job" is a detached process group led by the pid submit recorded.
   for bench in "${benches[@]}"; do
     pid=$(head -n 1 "$RC_RUN_DIR/$bench/__FIRST__" 2>/dev/null)
     if [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null; then
-      printf 'SEEN\t%s\t%s\tRUNNING\n' "$bench" "$pid"
+      rc_emit SEEN "$bench" "$pid" RUNNING
       kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
-      printf 'SCANCEL\t%s\n' "$pid"
+      rc_emit SCANCEL "$pid"
     fi
   done
-  printf 'DONE\n'; exit 0
+  rc_emit DONE; exit 0
 fi
 rc_chunks "${names[@]}"
 for (( round = 0; round < __ROUNDS__; round++ )); do
@@ -46,24 +47,24 @@ for (( round = 0; round < __ROUNDS__; round++ )); do
     part=$(command squeue --noheader --me --format='%i|%T|%Z|%j' --name="$namelist" 2>&1) || { failed=$part; break; }
     q+=${q:+$'\n'}$part
   done
-  if [[ -n $failed ]]; then printf 'SQUEUE_FAILED\t%s\n' "$(printf '%s' "$failed" | base64 | tr -d '\n')"; sleep 1; continue; fi
+  if [[ -n $failed ]]; then rc_emit SQUEUE_FAILED "$failed"; sleep 1; continue; fi
   pending=() running=()
   while IFS='|' read -r id state wd name; do
     [[ $id =~ ^[0-9_+]+$ ]] || continue
     # Same name, other folder: the twin chain of this run on another profile of this cluster.
     [[ $wd == "$RC_RUN_DIR/${name#"$RC_RUN_ID":}" ]] || continue
-    printf 'SEEN\t%s\t%s\t%s\n' "${name#"$RC_RUN_ID":}" "$id" "$state"
+    rc_emit SEEN "${name#"$RC_RUN_ID":}" "$id" "$state"
     case $state in
       PENDING|REQUEUED|REQUEUE_HOLD|REQUEUE_FED|SUSPENDED) pending+=("$id") ;;
       COMPLETED|CANCELLED|FAILED|TIMEOUT|PREEMPTED|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE) ;;
       *) running+=("$id") ;;
     esac
   done <<< "$q"
-  (( ${#pending[@]} + ${#running[@]} )) || { printf 'DONE\n'; exit 0; }
+  (( ${#pending[@]} + ${#running[@]} )) || { rc_emit DONE; exit 0; }
   if (( ${#pending[@]} )); then command scancel "${pending[@]}" 2>/dev/null; fi
   if (( ${#running[@]} )); then command scancel "${running[@]}" 2>/dev/null; fi
-  for id in "${pending[@]}" "${running[@]}"; do printf 'SCANCEL\t%s\n' "$id"; done
+  for id in "${pending[@]}" "${running[@]}"; do rc_emit SCANCEL "$id"; done
   sleep 1
 done
-printf 'LEFT\n'
-printf 'DONE\n'
+rc_emit LEFT
+rc_emit DONE

@@ -1,8 +1,9 @@
-# The single remote exec of `doctor` (see actions.py and doctor.py): each check prints
-# CHECK<TAB>name<TAB>ok|fail<TAB>detail (base64); each raw fact for the client to parse prints
-# FACT<TAB>name<TAB>exit status<TAB>output (base64), so every interpretation stays in Python.
-rc_check() { printf 'CHECK\t%s\t%s\t%s\n' "$1" "$2" "$(printf '%s' "$3" | base64 | tr -d '\n')"; }
-rc_fact() { printf 'FACT\t%s\t%s\t%s\n' "$1" "$2" "$(printf '%s' "$3" | base64 | tr -d '\n')"; }
+# The single remote exec of `doctor` (see actions.py and doctor.py): each check is a record
+# CHECK name ok|fail detail; each raw fact for the client to parse is a record
+# FACT name exit-status output (wire.py), so every interpretation stays in Python.
+__WIRE__
+rc_check() { rc_emit CHECK "$1" "$2" "$3"; }
+rc_fact() { rc_emit FACT "$1" "$2" "$3"; }
 # Every Slurm query is bounded: a wedged slurmdbd must not hold doctor.
 rc_run() { timeout 10 "$@" 2>&1; }
 rc_check login ok "$(id -un) on $(hostname)"
@@ -46,4 +47,4 @@ if out=$(mkdir -p -- "$RC_WORKDIR" 2>&1) && t=$(mktemp -p "$RC_WORKDIR" .doctor.
 else
   rc_check workdir fail "${out:-$t}"
 fi
-printf 'DONE\n'
+rc_emit DONE

@@ -3,6 +3,7 @@
 # the chain is still queued or its state files changed since the client read them: count the
 # walltime not yet counted, write the new caps into job.sh (atomically, mode kept), then queue
 # job.sh again in the same folder with no predecessor.
+__WIRE__
 __GUARD__
 # The resubmitted job inherits sbatch's umask (Slurm propagates it): its state files must not
 # become group-writable under a login umask of 002, or the guard would refuse the run.
@@ -12,8 +13,7 @@ umask 077
 # writable by nobody else (issue 14.1).
 rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR" "$RC_RUN_DIR/__RECORD__"
 rc_guard_bench "${RC_BENCHES[@]/#/$RC_RUN_DIR/}"
-rc_b64() { printf '%s' "$1" | base64 | tr -d '\n'; }
-rc_fail() { printf 'FAILED\t%s\t%s\n' "$1" "$(rc_b64 "$2")"; }
+rc_fail() { rc_emit FAILED "$1" "$2"; }
 # Write a file atomically (tmp + rename) keeping the mode of the file it replaces.
 rc_write() { printf '%s\n' "$2" > "$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"; }
 rc_read() { local v=""; [[ -e $1 ]] && v=$(<"$1"); v=${v//[[:space:]]/}; printf '%s' "$v"; }
@@ -27,20 +27,20 @@ if [[ -n $RC_RECORD ]]; then
   sum=$(cksum < "$RC_RUN_DIR/__RECORD__" 2>/dev/null | tr ' ' '-')
   if [[ $sum == "$RC_RECORD_SUM" ]]; then
     printf '%s' "$RC_RECORD" | base64 -d > "$RC_RUN_DIR/__RECORD__.tmp.$$" \
-      && mv -f "$RC_RUN_DIR/__RECORD__.tmp.$$" "$RC_RUN_DIR/__RECORD__" || printf 'NORECORD\n'
+      && mv -f "$RC_RUN_DIR/__RECORD__.tmp.$$" "$RC_RUN_DIR/__RECORD__" || rc_emit NORECORD
   else
-    printf 'NORECORD\n'
+    rc_emit NORECORD
   fi
 fi
 for i in "${!RC_BENCHES[@]}"; do
   bench=${RC_BENCHES[$i]} b="$RC_RUN_DIR/${RC_BENCHES[$i]}"
-  if [[ ! -f $b/job.sh ]]; then printf 'NOBENCH\t%s\n' "$bench"; continue; fi
+  if [[ ! -f $b/job.sh ]]; then rc_emit NOBENCH "$bench"; continue; fi
   live=$(command squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { rc_fail "$bench" "$live"; continue; }
   live=$(printf '%s\n' "$live" | awk -v d="$b" '$2 == d {print $1}')  # not a twin chain's
-  if [[ -n $live ]]; then printf 'LIVE\t%s\t%s\n' "$bench" "$(printf '%s' "$live" | tr '\n' ' ')"; continue; fi
+  if [[ -n $live ]]; then rc_emit LIVE "$bench" "${live//$'\n'/ }"; continue; fi
   if [[ ${RC_STEP[$i]} == caps ]]; then
     if [[ $(rc_read "$b/__WALLTIME__") != "${RC_OLD_WALLTIME[$i]}" || $(rc_read "$b/__RETRIES__") != "${RC_OLD_RETRIES[$i]}" ]]; then
-      printf 'CHANGED\t%s\n' "$bench"; continue
+      rc_emit CHANGED "$bench"; continue
     fi
     err=""
     [[ ${RC_CAP_WALLTIME[$i]} == keep ]] || err=$(rc_set_cap "$b/job.sh" RC_MAX_WALLTIME "${RC_CAP_WALLTIME[$i]}" 2>&1) || { rc_fail "$bench" "cannot write the cap into job.sh: $err"; continue; }
@@ -55,9 +55,9 @@ for i in "${!RC_BENCHES[@]}"; do
   id=$(printf '%s\n' "$out" | grep -E '^[0-9]+(;.*)?$' | tail -n 1); id=${id%%;*}
   if [[ -n $id ]]; then
     printf '%s %s resumed_by_user %s\n' "$(date +%s)" "$id" "$(id -un)" >> "$b/__EVENTS__"
-    printf 'SUBMITTED\t%s\t%s\n' "$bench" "$id"
+    rc_emit SUBMITTED "$bench" "$id"
   else
     rc_fail "$bench" "$out"
   fi
 done
-printf 'DONE\n'
+rc_emit DONE

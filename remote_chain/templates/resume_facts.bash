@@ -1,22 +1,22 @@
 # The read exec of `resume` (see resumecaps.py): per benchmark, the caps in its job.sh, its
 # state files, and every accounting row (`sacct --duplicates`: each run of a requeued job) of
 # the jobs its chain file names. Read only; the decision is the client's (resumecaps.plan).
+__WIRE__
 __GUARD__
 # Nothing of the run is read before it is known to be the user's own (issue 14.1).
 rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR" "$RC_RUN_DIR/__RECORD__" "$RC_RUN_DIR/__SINCE__"
 rc_guard_bench "${RC_BENCHES[@]/#/$RC_RUN_DIR/}"
-rc_b64() { base64 < "$1" 2>/dev/null | tr -d '\n'; }
 rc_sum() { cksum < "$1" 2>/dev/null | tr ' ' '-'; }
-printf 'RECORD\t%s\t%s\n' "$(rc_b64 "$RC_RUN_DIR/__RECORD__")" "$(rc_sum "$RC_RUN_DIR/__RECORD__")"
+rc_emit_file RECORD "$(rc_sum "$RC_RUN_DIR/__RECORD__")" "$RC_RUN_DIR/__RECORD__"
 since=$(head -c 40 "$RC_RUN_DIR/__SINCE__" 2>/dev/null); [[ $since =~ ^[0-9T:-]+$ ]] || since=now-30days
 ids=()
 for bench in "${RC_BENCHES[@]}"; do
   b="$RC_RUN_DIR/$bench"
-  if [[ ! -f $b/job.sh ]]; then printf 'NOBENCH\t%s\n' "$bench"; continue; fi
-  printf 'CAPS\t%s\t%s\n' "$bench" "$(grep -E '^RC_(RESUMABLE|MAX_RETRIES|MAX_WALLTIME)=' "$b/job.sh" | tr '\n' ' ')"
+  if [[ ! -f $b/job.sh ]]; then rc_emit NOBENCH "$bench"; continue; fi
+  rc_emit CAPS "$bench" "$(grep -E '^RC_(RESUMABLE|MAX_RETRIES|MAX_WALLTIME)=' "$b/job.sh" | tr '\n' ' ')"
   for kind in chain:__CHAIN__ events:__EVENTS__ walltime:__WALLTIME__ retries:__RETRIES__; do
     f="$b/${kind#*:}"
-    if [[ -e $f ]]; then printf 'FILE\t%s\t%s\t%s\n' "$bench" "${kind%%:*}" "$(rc_b64 "$f")"; fi
+    if [[ -e $f ]]; then rc_emit_file FILE "$bench" "${kind%%:*}" "$f"; fi
   done
   while IFS= read -r id; do [[ $id =~ ^[0-9]+([_+][0-9]+)?$ ]] && ids+=("$id"); done < "$b/__CHAIN__" 2>/dev/null
 done
@@ -24,9 +24,9 @@ if (( ${#ids[@]} )); then
   ids_csv=$(IFS=,; printf '%s' "${ids[*]}")
   if out=$(timeout 60 sacct -X --duplicates --parsable2 --noheader --format=__SACCT_FIELDS__ \
       --starttime "$since" --endtime now --jobs "$ids_csv" 2>&1); then
-    printf 'SACCT\tok\t%s\n' "$(printf '%s' "$out" | base64 | tr -d '\n')"
+    rc_emit SACCT ok "$out"
   else
-    printf 'SACCT\tfail\t%s\n' "$(printf '%s' "$out" | base64 | tr -d '\n')"
+    rc_emit SACCT fail "$out"
   fi
 fi
-printf 'DONE\n'
+rc_emit DONE

@@ -1,8 +1,9 @@
 # The single remote exec of `submit` (see bundle.py). Not standalone: bundle.py prepends the
 # RC_* variables and substitutes the __NAMES__.
-rc_fail() { printf 'ERROR\t%s\n' "$(printf '%s' "$1" | base64 | tr -d '\n')"; exit 0; }
+__WIRE__
+rc_fail() { rc_emit ERROR "$1"; exit 0; }
 # The profile's workdir is unusable here: a config problem, told apart from other failures.
-rc_workdir() { printf 'WORKDIR\t%s\n' "$(printf '%s' "$1" | base64 | tr -d '\n')"; exit 0; }
+rc_workdir() { rc_emit WORKDIR "$1"; exit 0; }
 __GUARD__
 rc_existing() {
   local i=0
@@ -11,9 +12,9 @@ rc_existing() {
   while [[ ! -f $RC_RUN_DIR/__RECORD__ ]] && (( i < __WAIT__ * 2 )); do sleep 0.5; i=$((i + 1)); done
   if [[ -f $RC_RUN_DIR/__RECORD__ ]]; then
     rc_guard "$RC_RUN_DIR/__RECORD__"
-    printf 'EXISTS\t%s\n' "$(base64 < "$RC_RUN_DIR/__RECORD__" | tr -d '\n')"
+    rc_emit_file EXISTS "$RC_RUN_DIR/__RECORD__"
   else
-    printf 'EXISTS\t\n'
+    rc_emit EXISTS ""
   fi
   exit 0
 }
@@ -24,7 +25,7 @@ err=$(mkdir -p -- "$RC_PARENT" 2>&1) || rc_workdir "cannot create $RC_PARENT: $e
 rc_guard "$RC_PARENT"
 if [[ $RC_MODE == lookup ]]; then
   [[ -d $RC_RUN_DIR ]] && rc_existing
-  printf 'ABSENT\n'; exit 0
+  rc_emit ABSENT; exit 0
 fi
 # mkdir is atomic: exactly one submit of a run id on this cluster gets past this line.
 mkdir -- "$RC_RUN_DIR" 2>/dev/null || rc_existing
@@ -63,7 +64,7 @@ rc_collect_one() {
   if [[ -n $id ]]; then
     rc_ids[$bench]=$id  # reported below, once Slurm confirms it
   else
-    printf 'FAILED\t%s\t%s\n' "$bench" "$(printf '%s' "$out" | base64 | tr -d '\n')" >> __LOG__
+    rc_emit FAILED "$bench" "$out" >> __LOG__
     # For the JSON record: no quote or backslash, control characters as spaces, 500 at most.
     out=${out//[\"\\]/}; out=${out//[^[:print:]]/ }
     rc_errs[$bench]=${out:0:500}
@@ -103,7 +104,7 @@ if [[ $RC_EXECUTOR != shell && ${#rc_ids[@]} -gt 0 ]]; then
     if [[ ${rc_seen[$id]:-} != "${RC_JOB_NAMES[$i]}" ]]; then
       err="sbatch answered job $id, but Slurm shows no job $id named ${RC_JOB_NAMES[$i]} (is sbatch a shell function or alias in your login files?)"
       unset "rc_ids[$bench]"; rc_errs[$bench]=$err
-      printf 'FAILED\t%s\t%s\n' "$bench" "$(printf '%s' "$err" | base64 | tr -d '\n')" >> __LOG__
+      rc_emit FAILED "$bench" "$err" >> __LOG__
     fi
   done
 fi
@@ -111,7 +112,7 @@ for bench in "${RC_BENCHMARKS[@]}"; do
   id=${rc_ids[$bench]:-}
   [[ -n $id ]] || continue
   printf '%s\n' "$id" > "$bench/__FIRST__"
-  printf 'SUBMITTED\t%s\t%s\n' "$bench" "$id" >> __LOG__
+  rc_emit SUBMITTED "$bench" "$id" >> __LOG__
 done
 # The record: static parts rendered by the client, job ids and errors filled in here.
 {
@@ -131,7 +132,7 @@ cat __LOG__
 # costs ~0.2 s each), so the client can warn when the run cannot fit (limits.py).
 if [[ $RC_EXECUTOR == slurm ]]; then
   u=$(id -un)
-  printf 'LIMITS\t%s\t%s\t%s\n' "$(timeout 5 scontrol -o show assoc_mgr users="$u" flags=assoc,qos 2>/dev/null | base64 | tr -d '\n')" \
+  rc_emit LIMITS "$(timeout 5 scontrol -o show assoc_mgr users="$u" flags=assoc,qos 2>/dev/null)" \
     "$(command squeue --noheader --me --format=%i 2>/dev/null | grep -c .)" "$u"
 fi
-printf 'DONE\n'
+rc_emit DONE

@@ -1,0 +1,32 @@
+# rc_emit: the one wire codec of everything a client script prints back (remote_chain/wire.py
+# decodes it). Included by every client script through __WIRE__ (_template.py).
+#
+# A record is one line: TAG, then each field after a tab. A field of printable ASCII, tabs and
+# newlines is sent as it is with \ -> \\, tab -> \t, newline -> \n (bash alone, no process: a
+# status of 10,000 chains emits ~60,000 fields). Any other byte (non-ASCII, control
+# characters, invalid UTF-8) sends the field as \b and its base64, so every byte survives a
+# transport that decodes UTF-8, and bash never has to judge an encoding.
+rc_wire_bs='\' rc_wire_tab=$'\t' rc_wire_nl=$'\n' rc_wire_odd=$'*[!\t\n -~]*'
+rc_wire_line() {  # TAG FIELD...: the record, in $rc_wire
+  local LC_ALL=C f
+  rc_wire=$1
+  shift
+  for f in "$@"; do
+    # Quoted pattern and replacement are literal in every bash (5.2's patsub_replacement too).
+    if [[ $f == $rc_wire_odd ]]; then
+      f=${rc_wire_bs}b$(printf '%s' "$f" | base64 -w 0)
+    else
+      f=${f//"$rc_wire_bs"/"$rc_wire_bs$rc_wire_bs"}; f=${f//"$rc_wire_tab"/"${rc_wire_bs}t"}
+      f=${f//"$rc_wire_nl"/"${rc_wire_bs}n"}
+    fi
+    rc_wire+=$rc_wire_tab$f
+  done
+}
+# rc_emit TAG FIELD...: one record.
+rc_emit() { rc_wire_line "$@"; printf '%s\n' "$rc_wire"; }
+# rc_emit_file TAG FIELD... PATH: one record whose last field is every byte of PATH (NULs
+# too; empty when PATH cannot be read). PATH may be a <(pipeline).
+rc_emit_file() {
+  rc_wire_line "${@:1:$#-1}"
+  printf '%s\t%sb%s\n' "$rc_wire" "$rc_wire_bs" "$(base64 -w 0 < "${!#}" 2>/dev/null)"
+}

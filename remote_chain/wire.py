@@ -1,0 +1,63 @@
+"""PURE: the one wire codec of everything the client's remote scripts print back.
+
+``templates/wire.bash`` (``rc_emit``, ``rc_emit_file``) writes it; ``decode`` reads it. The
+payload is what ``remote.markers.unwrap`` cut out after the nonce marker, so login-shell noise
+never reaches it. Each record is one line: a tag, then each field after a tab. A field is
+either text, with ``\\\\``, ``\\t`` and ``\\n`` escaped (printable ASCII needs nothing else), or
+``\\b`` and the base64 of its bytes (anything else: non-ASCII, control characters, a file's
+bytes). The wire itself is thus pure ASCII, so a transport's UTF-8 decoding loses nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+_ESCAPES = {"\\": "\\", "t": "\t", "n": "\n"}
+_B64 = "\\b"
+_PLAIN = re.compile(r"[\t\n -~]*")
+
+Record = tuple[str, ...]  # (tag, field, ...)
+
+
+def encode_field(value: bytes) -> str:
+    """One field as ``rc_emit`` sends it (tests and fakes speak the wire through this)."""
+    text = value.decode("ascii", "replace")
+    if value.isascii() and _PLAIN.fullmatch(text):
+        return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+    return _B64 + base64.b64encode(value).decode("ascii")
+
+
+def encode(tag: str, *fields: str | bytes) -> str:
+    """One record line (with its newline), as ``rc_emit TAG FIELD...`` prints it."""
+    raw = [f.encode("utf-8", "surrogateescape") if isinstance(f, str) else f for f in fields]
+    return "\t".join([tag, *map(encode_field, raw)]) + "\n"
+
+
+def decode_field(field: str, errors: str = "replace") -> str:
+    """A field's text: bytes that are not UTF-8 become U+FFFD (``errors="replace"``), or
+    surrogates that encode back to the very bytes (``errors="surrogateescape"``)."""
+    if field.startswith(_B64):
+        try:
+            return base64.b64decode(field[2:], validate=True).decode("utf-8", errors)
+        except (binascii.Error, ValueError):
+            return ""
+    if "\\" not in field:
+        return field
+    return _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(1), m.group(1)), field)
+
+
+def decode(payload: str, errors: str = "replace") -> list[Record]:
+    """Every record of a script's payload, fields decoded; blank lines are skipped.
+
+    Lines are split on ``\\n`` only: an escaped field never holds one, while
+    ``str.splitlines`` would also cut at ``\\r``, ``\\f`` or ``\\x1c``.
+    """
+    records = []
+    for line in payload.split("\n"):
+        if line:
+            tag, *fields = line.split("\t")
+            records.append((tag, *(decode_field(f, errors) for f in fields)))
+    return records

@@ -1,0 +1,67 @@
+"""The wire codec: what rc_emit (bash) prints, wire.decode reads back byte for byte."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from remote_chain._template import render_template
+from remote_chain.wire import decode, encode
+
+WIRE = render_template("wire.bash", {})
+# Arguments of a bash function cannot hold NUL; a file's bytes can (rc_emit_file, below).
+FIELD = st.binary(max_size=60).filter(lambda b: b"\0" not in b) | st.text(max_size=30).map(
+    lambda t: t.replace("\0", "").encode("utf-8", "surrogateescape")
+)
+
+
+def _bash(script: str, *args: bytes) -> bytes:
+    run = subprocess.run(
+        ["bash", "-c", f"{WIRE}\n{script}", "wire", *args],
+        capture_output=True,
+        check=True,
+        timeout=30,
+    )
+    return run.stdout
+
+
+def _as_transport(stdout: bytes) -> str:
+    # Both transports decode the channel as UTF-8 with replacement (remote/ssh.py, openssh.py).
+    return stdout.decode("utf-8", "replace")
+
+
+@settings(max_examples=60, deadline=None)
+@given(tag=st.from_regex(r"[A-Z_]{1,10}", fullmatch=True), fields=st.lists(FIELD, max_size=5))
+def test_any_fields_survive_emit_then_decode(tag: str, fields: list[bytes]) -> None:
+    """Tabs, newlines, backslashes, control characters and non-UTF-8 bytes all come back."""
+    out = _bash('rc_emit "$@"; rc_emit DONE', tag.encode(), *fields)
+    assert out.isascii()  # nothing for a transport's decoding to lose
+    records = decode(_as_transport(out), errors="surrogateescape")
+    assert records[0][0] == tag
+    assert [f.encode("utf-8", "surrogateescape") for f in records[0][1:]] == fields
+    assert records[1] == ("DONE",)
+    # Tests and fakes that speak the wire through wire.encode say exactly what bash says.
+    assert out.decode().split("\n")[0] + "\n" == encode(tag, *fields)
+
+
+# The one file is rewritten by every example, so sharing tmp_path between them is harmless.
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(content=st.binary(max_size=300), field=FIELD)
+def test_a_files_bytes_survive_rc_emit_file(tmp_path: Path, content: bytes, field: bytes) -> None:
+    """rc_emit_file sends every byte of a file, NULs included, after the other fields."""
+    path = tmp_path / "f"
+    path.write_bytes(content)
+    out = _bash('rc_emit_file FILE "$1" "$2"', field, str(path).encode())
+    records = decode(_as_transport(out), errors="surrogateescape")
+    assert [f.encode("utf-8", "surrogateescape") for f in records[0][1:]] == [field, content]
+
+
+def test_a_missing_file_is_an_empty_field_and_text_decodes_with_replacement() -> None:
+    """An unreadable file is an empty last field; by default bad UTF-8 reads as U+FFFD."""
+    out = _bash('rc_emit_file RUN 1 /nonexistent/file; rc_emit ODD "$1"', b"a\xffb")
+    assert decode(_as_transport(out)) == [("RUN", "1", ""), ("ODD", "a\ufffdb")]
