@@ -43,7 +43,7 @@ _LAZY = {
     "CancelResult": "remote_chain.results",
     "ResumeResult": "remote_chain.results",
     "ResumeCaps": "remote_chain.resumecaps",
-    "WaitTimeout": "remote_chain.orchestrator",
+    "WaitTimeout": "remote_chain.errors",
     "ChainStatus": "remote_chain.chainstatus",
     "ChainStateName": "remote_chain.chainstatus",
     "Settings": "remote_chain.settings",
@@ -65,8 +65,8 @@ if TYPE_CHECKING:
         load_profile,
         load_submit_config,
     )
-    from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
-    from remote_chain.orchestrator import Orchestrator, WaitTimeout
+    from remote_chain.errors import ConfigError, RemoteChainError, RemoteError, WaitTimeout
+    from remote_chain.orchestrator import Orchestrator
     from remote_chain.results import (
         CancelResult,
         ClusterFailure,

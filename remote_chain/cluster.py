@@ -14,16 +14,9 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
 
 import anyio
 import structlog
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_exponential,
-)
 
 from remote_chain.actions import (
     CancelAnswer,
@@ -44,16 +37,13 @@ from remote_chain.bundle import (
     render_lookup_script,
     render_submit_script,
 )
-from remote_chain.chainstatus import ChainStateName, ChainStatus, derive, time_limits
+from remote_chain.chainstatus import ChainStateName, ChainStatus
 from remote_chain.config import ClusterProfile
 from remote_chain.doctor import DoctorReport, read_doctor
 from remote_chain.durations import format_duration, parse_persist
 from remote_chain.errors import (
     CommandFailedError,
     ConfigError,
-    ConnectError,
-    RefusedError,
-    RemoteChainError,
     RemoteError,
     StateError,
     SubmitError,
@@ -72,6 +62,8 @@ from remote_chain.resumecaps import (
     updated_record,
 )
 from remote_chain.resumecaps import parse_facts as parse_resume_facts
+from remote_chain.retries import RetryPolicy, connect
+from remote_chain.runstatus import lagging, statuses
 from remote_chain.script import SECRETS_FILE
 from remote_chain.settings import Settings
 from remote_chain.snapshot import Snapshot, Target, parse_status_output, render_status_script
@@ -79,38 +71,6 @@ from remote_chain.snapshot import Snapshot, Target, parse_status_output, render_
 log = structlog.get_logger("remote_chain")
 
 Opener = Callable[[Endpoint], Awaitable[Remote]]
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Retry knobs, a value injected so tests can run with zero waits."""
-
-    attempts: int = 5
-    wait_max: float = 8.0
-    wait_min: float = 0.5
-
-    def retrying(self, when: Callable[[BaseException], bool] | None = None) -> AsyncRetrying:
-        return AsyncRetrying(
-            stop=stop_after_attempt(self.attempts),
-            wait=wait_exponential(multiplier=self.wait_min, max=self.wait_max),
-            retry=retry_if_exception(when or _transient),
-            sleep=anyio.sleep,
-            reraise=True,
-        )
-
-
-def _transient(exc: BaseException) -> bool:
-    return isinstance(exc, RemoteChainError) and exc.transient
-
-
-class _Lagging(RemoteChainError):
-    """Accounting has not caught up for some chain: query again (transient by class)."""
-
-    transient = True
-
-    def __init__(self, snapshot: Snapshot):
-        self.snapshot = snapshot
-        super().__init__("accounting lag")
 
 
 def endpoint_for(profile: ClusterProfile, settings: Settings) -> Endpoint:
@@ -196,25 +156,15 @@ class ClusterSession:
             host=endpoint.host,
             known_hosts=str(endpoint.known_hosts or "the ssh config's, else ~/.ssh/known_hosts"),
         )
-        started = anyio.current_time()
-        patience = self.settings.connect_timeout or DEFAULT_CONNECT_TIMEOUT
-        deadline: float | None = None
-        pause = 0.25
-        while True:
-            try:
-                return await self._opener(endpoint)
-            except ConnectError as exc:
-                now = anyio.current_time()
-                if isinstance(exc, RefusedError):
-                    deadline = deadline or now + self.settings.connect_retry
-                else:
-                    deadline = max(deadline or 0.0, started + patience)
-                left = deadline - now
-                if left <= 0:
-                    raise
-                self.log.info("ssh_connect_retrying", error=str(exc), seconds_left=round(left, 1))
-                await anyio.sleep(min(pause, left))
-                pause = min(pause * 2, 1.0)
+        policy = connect(
+            refused_s=self.settings.connect_retry,
+            patience_s=self.settings.connect_timeout or DEFAULT_CONNECT_TIMEOUT,
+            on_retry=lambda exc, left: self.log.info(
+                "ssh_connect_retrying", error=str(exc), seconds_left=round(left, 1)
+            ),
+            sleep=self.retry.sleep,
+        )
+        return await policy(self._opener, endpoint)
 
     async def reconnect(self) -> None:
         async with self._lock:
@@ -254,10 +204,9 @@ class ClusterSession:
 
     async def read(self, script: str, *, what: str, timeout: float | None = None) -> str:
         """An idempotent exec, retried on transient transport errors once we were connected."""
-        async for attempt in self.retry.retrying(lambda e: _transient(e) and self._connected_once):
-            with attempt:
-                return (await self.run(script, what=what, timeout=timeout)).stdout
-        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+        policy = self.retry.transient_read(lambda: self._connected_once)
+        result: CommandResult = await policy(self.run, script, what=what, timeout=timeout)
+        return result.stdout
 
     # --- submit -------------------------------------------------------------------------------
     async def submit(self, bundle: ClusterBundle) -> SubmitAnswer:
@@ -311,20 +260,19 @@ class ClusterSession:
     async def snapshot(self, targets: Sequence[Target], *, retry_lag: bool = True) -> Snapshot:
         """One status exec for all targets; retried (bounded) while accounting lags."""
         script = render_status_script(targets, executor=self.profile.executor)
-        if not retry_lag:
+
+        async def poll() -> Snapshot:
             return parse_status_output(await self.read(script, what="status"), targets)
-        try:
-            async for attempt in self.retry.retrying(lambda e: isinstance(e, _Lagging)):
-                with attempt:
-                    snap = parse_status_output(await self.read(script, what="status"), targets)
-                    if _lagging(self.name, snap, self.profile.executor):
-                        self.log.info("sacct_retrying", attempt=attempt.retry_state.attempt_number)
-                        raise _Lagging(snap)
-                    return snap
-        except _Lagging as exc:
-            self.log.warning("sacct_lagging", detail="some chains stay unknown")
-            return exc.snapshot
-        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+        if not retry_lag:
+            return await poll()
+        policy = self.retry.accounting_lag(
+            lambda snap: lagging(self.name, snap, self.profile.executor),
+            on_retry=lambda attempt: self.log.info("sacct_retrying", attempt=attempt),
+            on_give_up=lambda: self.log.warning("sacct_lagging", detail="some chains stay unknown"),
+        )
+        snap: Snapshot = await policy(poll)
+        return snap
 
     async def status(
         self, targets: Sequence[Target], *, retry_lag: bool = True
@@ -406,51 +354,4 @@ def _limit_warnings(bundle: ClusterBundle, answer: SubmitAnswer, stdout: str) ->
         benchmarks=len(bundle.chains),
         resumable=sum(1 for c in bundle.chains if c.resumable),
         queued=queued,
-    )
-
-
-def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:
-    out = []
-    for run in snap.runs:
-        limits = time_limits(run.record)
-        out += [
-            replace(
-                derive(cluster, files, snap, executor=executor),
-                time_limit_s=limits.get(files.benchmark),
-            )
-            for files in run.chains
-        ]
-        out += [
-            ChainStatus(
-                cluster,
-                run.run_id,
-                bench,
-                ChainStateName.UNKNOWN,
-                remote_dir=f"{run.run_dir}/{bench}",
-                error="no such benchmark in this run",
-            )
-            for bench in run.missing
-        ]
-        out += [
-            ChainStatus(
-                cluster,
-                run.run_id,
-                bench,
-                ChainStateName.FAILED,
-                remote_dir=f"{run.run_dir}/{bench}",
-                error=f"{run.run_dir}/{bench}: folder unreadable (permission denied)",
-            )
-            for bench in run.unreadable
-        ]
-    return out
-
-
-def _lagging(cluster: str, snap: Snapshot, executor: str) -> bool:
-    if executor != "slurm":
-        return False
-    if not snap.sacct_ok:
-        return True
-    return any(
-        s.state is ChainStateName.UNKNOWN and s.error is None
-        for s in statuses(cluster, snap, executor)
     )

@@ -13,16 +13,24 @@
     │   ├── HostKeyError       never retried: unknown or changed host key
     │   └── CommandFailedError a remote command exited non-zero (command, exit status, stderr)
     ├── SlurmError
-    │   ├── SubmitError        sbatch refused a job
-    │   ├── AccountingError    sacct failed (slurmdbd down, ...)
-    │   └── JobNotVisibleError transient: accounting has not caught up yet
-    └── StateError             corrupt or inconsistent chain state files
+    │   └── SubmitError        sbatch refused a job, or a submit was lost three times
+    ├── StateError             an unsafe, corrupt or inconsistent run folder or state file
+    ├── NotFoundError          the run, benchmark or job asked for is not on the cluster
+    └── WaitTimeout            ``wait`` reached its ``--timeout`` (exit 4)
 
-Whether an error is transient is a property of its class (``transient``); retry policies
-list classes, never bare ``Exception``. The CLI maps classes to exit codes in one table.
+Only what is raised is here: accounting that fails or lags is not an error but a status
+("unknown", retried by ``retries.accounting_lag``). Whether an error is transient is a
+property of its class (``transient``), and so is the fix a user is told (``hint``); retry
+policies (retries.py) list classes, never bare ``Exception``. The CLI maps classes to exit
+codes in one table.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from remote_chain.orchestrator import StatusResult
 
 
 class RemoteChainError(Exception):
@@ -30,6 +38,7 @@ class RemoteChainError(Exception):
 
     transient: bool = False
     exit_code: int = 1
+    hint: str = ""  # what the user can do about it ("" when nothing specific)
 
 
 class ConfigError(RemoteChainError):
@@ -61,6 +70,7 @@ class RemoteError(RemoteChainError):
 
 class ConnectError(RemoteError):
     transient = True
+    hint = "check host, port and proxy_jump; is the cluster reachable?"
 
 
 class RefusedError(ConnectError):
@@ -68,9 +78,12 @@ class RefusedError(ConnectError):
     ``connect_retry`` seconds, unlike a connection reset mid-handshake (a server that is there).
     """
 
+    hint = "nothing listens there: check host and port (profile or ssh config)"
+
 
 class RemoteTimeout(RemoteError):
     transient = True
+    hint = "the host did not answer in time; check the network or raise the timeout"
 
 
 class HostNotFoundError(RemoteError):
@@ -80,19 +93,22 @@ class HostNotFoundError(RemoteError):
     unreachable and keeps trying, since DNS may come back during a long wait.
     """
 
+    hint = "the name does not resolve: check host (or HostName in ssh config)"
+
 
 class AuthenticationError(RemoteError):
-    pass
+    hint = "check identity_file / your ssh-agent, or open a ControlMaster"
 
 
 class HostKeyError(RemoteError):
-    pass
+    hint = "add the host key to known_hosts (ssh-keyscan, checked by hand)"
 
 
 class CommandFailedError(RemoteError):
     """A remote command ran but exited non-zero; not a reachability problem."""
 
     exit_code = 1
+    hint = ""  # not the connection's fault: RemoteError's hints do not apply
 
     def __init__(self, message: str, *, host: str, command: str, exit_status: int, stderr: str):
         self.command = command
@@ -109,14 +125,6 @@ class SubmitError(SlurmError):
     pass
 
 
-class AccountingError(SlurmError):
-    transient = True
-
-
-class JobNotVisibleError(SlurmError):
-    transient = True
-
-
 class StateError(RemoteChainError):
     """A chain's state files are corrupt or contradict each other; names file and problem."""
 
@@ -124,3 +132,17 @@ class StateError(RemoteChainError):
         self.message = message
         self.path = path
         super().__init__(f"{path}: {message}")
+
+
+class NotFoundError(RemoteChainError):
+    """The run, benchmark or job asked for is not on the cluster (names the cluster)."""
+
+
+class WaitTimeout(RemoteChainError):
+    """``wait`` gave up after its ``--timeout``; exit 4 (interface.md §4)."""
+
+    exit_code = 4
+
+    def __init__(self, result: StatusResult):
+        self.result = result
+        super().__init__("timed out before every chain ended")

@@ -15,7 +15,7 @@ from typing import TypeVar
 import anyio
 import structlog
 
-from remote_chain.cluster import ClusterSession, Opener, RetryPolicy
+from remote_chain.cluster import ClusterSession, Opener
 from remote_chain.config import (
     COMMAND_LINE,
     ClusterProfile,
@@ -30,6 +30,7 @@ from remote_chain.index import RunIndex
 from remote_chain.plan import check_run_id, new_run_id, run_dir, select_benchmarks
 from remote_chain.remote import ClosingContext, open_remote
 from remote_chain.results import ClusterFailure
+from remote_chain.retries import RetryPolicy
 from remote_chain.settings import Settings
 from remote_chain.snapshot import Target
 

@@ -23,7 +23,12 @@ import structlog
 
 from remote_chain.actions import Check
 from remote_chain.config import ClusterProfile, SubmitConfig
-from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
+from remote_chain.errors import (
+    ConfigError,
+    NotFoundError,
+    RemoteError,
+    WaitTimeout,
+)
 from remote_chain.fleet import Fleet
 from remote_chain.index import IndexedCluster, IndexedRun
 from remote_chain.jobscripts import RENDER_RUN_ID
@@ -56,6 +61,7 @@ from remote_chain.results import (
     SubmitResult,
 )
 from remote_chain.resumecaps import ResumeCaps
+from remote_chain.retries import poll_backoff
 from remote_chain.runs import note_status, remember, settle
 from remote_chain.script import render_job_script
 
@@ -76,16 +82,6 @@ __all__ = [
     "SubmitResult",
     "WaitTimeout",
 ]
-
-
-class WaitTimeout(RemoteChainError):
-    """``wait`` gave up after its ``--timeout``; exit 4 (interface.md §4)."""
-
-    exit_code = 4
-
-    def __init__(self, result: StatusResult):
-        self.result = result
-        super().__init__("timed out before every chain ended")
 
 
 class Orchestrator(Fleet):
@@ -222,7 +218,7 @@ class Orchestrator(Fleet):
         )
         chains = [c for name in targets for c in results.get(name, [])]
         missing = [
-            ClusterFailure(name, RemoteChainError(f"no run {run_id} under {targets[name].run_dir}"))
+            ClusterFailure(name, NotFoundError(f"no run {run_id} under {targets[name].run_dir}"))
             for name in targets
             if name in results and not results[name]
         ]
@@ -273,16 +269,19 @@ class Orchestrator(Fleet):
         ``ConfigError`` as ``status`` does, and a non-transient ``RemoteError``
         (authentication, host key) at once.
         """
-        interval = first_interval
         deadline = None if timeout is None else anyio.current_time() + timeout
         outages = Outages(self.settings.wait_unreachable)
-        while True:
+
+        def ended(result: StatusResult) -> bool:
+            return bool(result.chains) and result.ended
+
+        async def poll() -> StatusResult:
             result = await self.status(
                 run_id, clusters=clusters, benchmarks=benchmarks, retry_lag=False
             )
             if on_poll is not None:
                 on_poll(result)
-            if result.chains and result.ended:
+            if ended(result):
                 return result
             # Config, auth and host-key errors end the wait at once; an unreachable cluster
             # is polled again (the session reconnects) until it was down too long.
@@ -290,9 +289,16 @@ class Orchestrator(Fleet):
             outages.check(self._targets(run_id, clusters, benchmarks), result.failures, now)
             if deadline is not None and now >= deadline:
                 raise WaitTimeout(result)
-            pause = interval if deadline is None else min(interval, max(0.0, deadline - now))
-            await anyio.sleep(pause)
-            interval = min(interval * 2, self.settings.poll_interval)
+            return result
+
+        policy = poll_backoff(
+            first_s=first_interval,
+            cap_s=self.settings.poll_interval,
+            deadline=deadline,
+            ended=ended,
+        )
+        final: StatusResult = await policy(poll)
+        return final
 
     # --- cancel / resume ------------------------------------------------------------------------
     async def cancel(
@@ -378,7 +384,7 @@ class Orchestrator(Fleet):
         while True:
             chunk = await session.logs(target.run_dir, benchmark, job_id=current, offset=offset)
             if chunk.problem:
-                raise RemoteChainError(f"{name}: {chunk.problem}")
+                raise NotFoundError(f"{name}: {chunk.problem}")
             if current is None and chunk.job_id is not None and follow:
                 current = chunk.job_id  # follow one job's file; a new link prints its own
             if chunk.data:
@@ -401,7 +407,7 @@ class Orchestrator(Fleet):
             try:
                 await session.remote()
             except RemoteError as exc:
-                return DoctorResult(name, (Check("ssh", False, str(exc), _ssh_hint(exc)),))
+                return DoctorResult(name, (Check("ssh", False, str(exc), exc.hint),))
             report = await session.doctor()
             ssh = Check("ssh", True, "connected and authenticated")
             return DoctorResult(name, (ssh, *report.checks), report.facts)
@@ -413,15 +419,3 @@ class Orchestrator(Fleet):
         out = [results[c] for c in dict.fromkeys(clusters) if c in results]
         out += [DoctorResult(f.cluster, (Check("ssh", False, str(f.error)),)) for f in failures]
         return out
-
-
-def _ssh_hint(exc: RemoteError) -> str:
-    kind = type(exc).__name__
-    return {
-        "HostKeyError": "add the host key to known_hosts (ssh-keyscan, checked by hand)",
-        "AuthenticationError": "check identity_file / your ssh-agent, or open a ControlMaster",
-        "ConnectError": "check host, port and proxy_jump; is the cluster reachable?",
-        "RefusedError": "nothing listens there: check host and port (profile or ssh config)",
-        "HostNotFoundError": "the name does not resolve: check host (or HostName in ssh config)",
-        "RemoteTimeout": "the host did not answer in time; check the network or raise the timeout",
-    }.get(kind, "")

@@ -36,10 +36,10 @@ from remote_chain.errors import (
     RemoteTimeout,
     StateError,
     SubmitError,
+    WaitTimeout,
 )
 from remote_chain.jobscripts import split_stdout
 from remote_chain.logconfig import REDACTED, configure_logging, redact_secrets
-from remote_chain.orchestrator import WaitTimeout
 from remote_chain.remote import Endpoint, Remote
 from remote_chain.script import EVENTS_FILE, RETRIES_FILE, WALLTIME_FILE
 

@@ -28,6 +28,7 @@ PURE = [
     "results",
     "outcomes",
     "wire",
+    "runstatus",
 ]
 FORBIDDEN = {"anyio", "asyncio", "asyncssh", "tenacity", "structlog", "subprocess", "socket"}
 PACKAGE = Path(__file__).resolve().parent.parent / "remote_chain"

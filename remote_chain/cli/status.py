@@ -199,7 +199,7 @@ def wait(
         limit = parse_timeout(timeout) if timeout is not None else None
         clusters = names(cluster)
         from remote_chain import render as views  # noqa: PLC0415 - start-up time
-        from remote_chain.orchestrator import WaitTimeout  # noqa: PLC0415 - start-up time
+        from remote_chain.errors import WaitTimeout  # noqa: PLC0415 - start-up time
 
         try:
             with inv.progress(f"waiting for {run_id}") as progress:

@@ -41,6 +41,7 @@ from remote_chain.remote import (
 from remote_chain.remote.endpoint import Endpoint
 from remote_chain.remote.markers import REMOTE_COMMAND, wrap
 from remote_chain.remote.sshconfig import Hop, Route, resolve
+from remote_chain.retries import channel_refused
 
 _log = structlog.get_logger()
 
@@ -49,10 +50,6 @@ _log = structlog.get_logger()
 if logging.getLogger("asyncssh").level == logging.NOTSET:
     logging.getLogger("asyncssh").setLevel(logging.WARNING)
 
-# Even under the channel cap, a server may refuse a channel while it is still tearing down
-# one we closed (OpenSSH counts it until the close is fully processed): retry briefly.
-CHANNEL_OPEN_TRIES = 3
-CHANNEL_OPEN_PAUSE = 0.2
 CLOSE_TIMEOUT = 5.0
 READ_CHUNK = 64 * 1024
 _SSH_CONFIG = "~/.ssh/config"
@@ -283,11 +280,11 @@ class SshRemote(ClosingContext):
         return result
 
     async def _run_wrapped(self, wrapped: str) -> tuple[bytes, bytes, int | None]:
-        for _ in range(CHANNEL_OPEN_TRIES - 1):
-            with contextlib.suppress(asyncssh.ChannelOpenError):
-                return await self._run_once(wrapped)
-            await anyio.sleep(CHANNEL_OPEN_PAUSE)
-        return await self._run_once(wrapped)
+        # Even under the channel cap, a server may refuse a channel while it still tears
+        # down one we closed: retried briefly (retries.channel_refused).
+        retrying = channel_refused(asyncssh.ChannelOpenError)
+        result: tuple[bytes, bytes, int | None] = await retrying(self._run_once, wrapped)
+        return result
 
     async def _run_once(self, wrapped: str) -> tuple[bytes, bytes, int | None]:
         connection = await self._live_connection()

@@ -1,0 +1,63 @@
+"""PURE: the status core's last step, one cluster's Snapshot -> every chain's ChainStatus.
+
+``cluster.py`` (I/O) runs the status exec and hands its parsed Snapshot here; whether the
+poll should be repeated because accounting lags is decided here too, and retried by
+``retries.accounting_lag``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from remote_chain.chainstatus import ChainStateName, ChainStatus, derive, time_limits
+from remote_chain.snapshot import Snapshot
+
+
+def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:
+    """Every chain of one status exec, as derived from what it read (chainstatus.derive)."""
+    out = []
+    for run in snap.runs:
+        limits = time_limits(run.record)
+        out += [
+            replace(
+                derive(cluster, files, snap, executor=executor),
+                time_limit_s=limits.get(files.benchmark),
+            )
+            for files in run.chains
+        ]
+        out += [
+            ChainStatus(
+                cluster,
+                run.run_id,
+                bench,
+                ChainStateName.UNKNOWN,
+                remote_dir=f"{run.run_dir}/{bench}",
+                error="no such benchmark in this run",
+            )
+            for bench in run.missing
+        ]
+        out += [
+            ChainStatus(
+                cluster,
+                run.run_id,
+                bench,
+                ChainStateName.FAILED,
+                remote_dir=f"{run.run_dir}/{bench}",
+                error=f"{run.run_dir}/{bench}: folder unreadable (permission denied)",
+            )
+            for bench in run.unreadable
+        ]
+    return out
+
+
+def lagging(cluster: str, snap: Snapshot, executor: str) -> bool:
+    """Whether accounting has not caught up: sacct failed, or a chain it should know is
+    unknown without an error (retries.accounting_lag polls again)."""
+    if executor != "slurm":
+        return False
+    if not snap.sacct_ok:
+        return True
+    return any(
+        s.state is ChainStateName.UNKNOWN and s.error is None
+        for s in statuses(cluster, snap, executor)
+    )
