@@ -17,6 +17,7 @@ import re
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _ESCAPES = {"\\": "\\", "t": "\t", "n": "\n"}
 _B64 = "\\b"
+ESCAPED_MAX = 65536  # bytes; a longer field is base64 (wire.bash: bash escapes ~0.1 s per MB)
 _PLAIN = re.compile(r"[\t\n -~]*")
 
 Record = tuple[str, ...]  # (tag, field, ...)
@@ -25,7 +26,7 @@ Record = tuple[str, ...]  # (tag, field, ...)
 def encode_field(value: bytes) -> str:
     """One field as ``rc_emit`` sends it (tests and fakes speak the wire through this)."""
     text = value.decode("ascii", "replace")
-    if value.isascii() and _PLAIN.fullmatch(text):
+    if len(value) <= ESCAPED_MAX and value.isascii() and _PLAIN.fullmatch(text):
         return text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
     return _B64 + base64.b64encode(value).decode("ascii")
 

@@ -65,3 +65,12 @@ def test_a_missing_file_is_an_empty_field_and_text_decodes_with_replacement() ->
     """An unreadable file is an empty last field; by default bad UTF-8 reads as U+FFFD."""
     out = _bash('rc_emit_file RUN 1 /nonexistent/file; rc_emit ODD "$1"', b"a\xffb")
     assert decode(_as_transport(out)) == [("RUN", "1", ""), ("ODD", "a\ufffdb")]
+
+
+def test_a_field_above_64_kib_is_base64_and_survives() -> None:
+    """A long field (sacct of 10,000 chains) takes base64, as wire.encode says it does."""
+    big = b"1|COMPLETED|0:0\n" * 5000
+    out = _bash('rc_emit SACCT 0 "$1"', big)
+    assert out.decode().split("\t")[2].startswith("\\b")
+    assert out.decode() == encode("SACCT", "0", big)
+    assert decode(_as_transport(out))[0][2].encode() == big
