@@ -62,7 +62,7 @@ from remote_chain.resumecaps import (
     updated_record,
 )
 from remote_chain.resumecaps import parse_facts as parse_resume_facts
-from remote_chain.retries import RetryPolicy, connect
+from remote_chain.retries import RetryPolicy, connect, lost_submit
 from remote_chain.runstatus import lagging, statuses
 from remote_chain.script import SECRETS_FILE
 from remote_chain.settings import Settings
@@ -216,38 +216,49 @@ class ClusterSession:
         # a bundle holding secret values for the Remote seam.
         sensitive = any(f.path.endswith(SECRETS_FILE) for f in bundle.files)
         await self.remote()  # a failure to connect at all: nothing was sent, nothing to look up
-        for attempt in range(1, 4):
+        tries = 0
+
+        async def send() -> SubmitAnswer | None:
+            nonlocal tries
+            tries += 1
             try:
                 result = await self.run(script, what="submit", sensitive=sensitive)
             except RemoteError as exc:
                 if not exc.transient:
                     raise
-                self.log.warning("submit_connection_lost", attempt=attempt, error=str(exc))
+                self.log.warning("submit_connection_lost", attempt=tries, error=str(exc))
                 found = await self._lookup(bundle)
-                if found.existed:
-                    return found
-                continue  # ABSENT: the script never ran; sending it again is safe
-            answer = parse_submit_output(result.stdout)
-            self.submit_warnings = _limit_warnings(bundle, answer, result.stdout)
-            for warning in self.submit_warnings:
-                self.log.warning("run_may_not_fit", run_id=bundle.run_id, detail=warning)
-            if answer.workdir_error:
-                raise ConfigError(
-                    f"{answer.error} (on {self.profile.host})",
-                    source=str(self.profile.source),
-                    field="workdir",
-                )
-            if answer.error:
-                raise SubmitError(f"{self.name}: {answer.error}")
-            for sub in answer.submitted:
-                self.log.info(
-                    "job_submitted",
-                    run_id=bundle.run_id,
-                    benchmark=sub.benchmark,
-                    job_id=sub.job_id,
-                )
-            return answer
-        raise SubmitError(f"{self.name}: submit failed three times on a lost connection")
+                # ABSENT: the script never ran; sending it again is safe (retries.lost_submit).
+                return found if found.existed else None
+            return self._submitted(bundle, result.stdout)
+
+        policy = lost_submit(
+            lambda: SubmitError(f"{self.name}: submit failed three times on a lost connection")
+        )
+        answer: SubmitAnswer = await policy(send)
+        return answer
+
+    def _submitted(self, bundle: ClusterBundle, stdout: str) -> SubmitAnswer:
+        answer = parse_submit_output(stdout)
+        self.submit_warnings = _limit_warnings(bundle, answer, stdout)
+        for warning in self.submit_warnings:
+            self.log.warning("run_may_not_fit", run_id=bundle.run_id, detail=warning)
+        if answer.workdir_error:
+            raise ConfigError(
+                f"{answer.error} (on {self.profile.host})",
+                source=str(self.profile.source),
+                field="workdir",
+            )
+        if answer.error:
+            raise SubmitError(f"{self.name}: {answer.error}")
+        for sub in answer.submitted:
+            self.log.info(
+                "job_submitted",
+                run_id=bundle.run_id,
+                benchmark=sub.benchmark,
+                job_id=sub.job_id,
+            )
+        return answer
 
     async def _lookup(self, bundle: ClusterBundle) -> SubmitAnswer:
         text = await self.read(render_lookup_script(bundle), what="submit lookup")

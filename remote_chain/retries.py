@@ -12,7 +12,11 @@ Each name says why it retries:
   after a transient transport error, once we were connected. Never sbatch (STYLE §5).
 - ``accounting_lag``: a status poll again while sacct has not caught up with a chain; the
   last snapshot is kept (lag and all) when the attempts run out.
-- ``poll_backoff``: ``wait``'s polls, quick first, then settling at the poll interval.
+- ``poll_backoff``: ``wait``'s polls, quick first, then settling at the poll interval (a
+  cluster unreachable for too long ends it: ``reachability.Outages``, checked by each poll).
+- ``lost_submit``: a submit whose connection was lost *and* whose lookup found no run folder
+  (so the script never ran) is sent again, three times in all. sbatch is never retried on
+  any other ground: a lost reply after a submit would start a second chain (STYLE §5).
 
 Every policy sleeps with ``anyio.sleep`` unless told otherwise (tests inject a zero-wait
 ``sleep``) and re-raises our own errors (``reraise=True``), never a ``RetryError``.
@@ -167,6 +171,21 @@ def channel_refused(error: type[BaseException], *, sleep: Sleep = _sleep) -> Asy
         wait=wait_fixed(CHANNEL_OPEN_PAUSE),
         retry=retry_if_exception_type(error),
         sleep=sleep,
+        reraise=True,
+    )
+
+
+def lost_submit(give_up: Callable[[], BaseException]) -> AsyncRetrying:
+    """Call with an attempt that returns None for "lost, and the lookup found nothing";
+    ``give_up()`` is raised after the third such attempt. Errors are never retried here."""
+
+    def fail(state: RetryCallState) -> object:
+        raise give_up()
+
+    return AsyncRetrying(
+        stop=stop_after_attempt(3),
+        retry=retry_if_result(lambda answer: answer is None),
+        retry_error_callback=fail,
         reraise=True,
     )
 

@@ -159,3 +159,33 @@ def test_hints_are_attached_to_the_error_classes() -> None:
     assert "host and port" in RefusedError("x", host="h").hint
     assert "reachable" in ConnectError("x", host="h").hint
     assert CommandFailedError("x", host="h", command="c", exit_status=1, stderr="").hint == ""
+
+
+def test_lost_submit_resends_only_while_the_lookup_finds_nothing() -> None:
+    """None (lost, no run folder) is sent again; after three the give-up error is raised."""
+    sent: list[int] = []
+
+    async def lost() -> None:
+        sent.append(1)
+
+    policy = retries.lost_submit(lambda: RemoteChainError("three times"))
+    with pytest.raises(RemoteChainError, match="three times"):
+        anyio.run(policy, lost)
+    assert len(sent) == 3
+    answers = iter([None, "submitted"])
+
+    async def then_answered() -> str | None:
+        return next(answers)
+
+    assert anyio.run(retries.lost_submit(lambda: RemoteChainError("no")), then_answered) == (
+        "submitted"
+    )
+
+
+def test_lost_submit_never_retries_an_error() -> None:
+    """An error of the attempt (sbatch refused, auth) is raised at once, never sent again."""
+    clock = Clock()
+    attempt, calls = _failing([ConnectError("lost", host="h")], clock)
+    with pytest.raises(ConnectError):
+        anyio.run(retries.lost_submit(lambda: RemoteChainError("no")), attempt)
+    assert len(calls) == 1
