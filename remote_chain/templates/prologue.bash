@@ -352,6 +352,8 @@ rc_start_runner() {
       # shellcheck source=/dev/null
       . ./__SECRETS__
       set +a
+    elif (( RC_SECRETS )); then
+      rc_log "WARNING: no secrets file: the chain ended before and its secrets were removed; the runner starts without them (submit again to send them)"
     fi
     if command -v setsid >/dev/null; then exec setsid "${RC_RUNNER[@]}"; fi
     exec "${RC_RUNNER[@]}"
@@ -551,5 +553,8 @@ rc_run() {
   fi
   rc_event "end $kind $status $SECONDS${RC_SIGNAL:+ $RC_SIGNAL}" || rc_log "could not record the end of this link"
   if (( status == 0 )); then rc_withdraw_successor; rc_drop_secrets; fi
+  # No successor carries a chain that is not resumable (or runs without Slurm): it ends here,
+  # failed or not, so its secrets go (issue 9 class 4).
+  if (( ! RC_RESUMABLE )) || [[ $RC_EXECUTOR != slurm ]]; then rc_drop_secrets; fi
   exit "$status"
 }
