@@ -290,14 +290,19 @@ def test_budget_kill_of_a_runner_ignoring_term_is_a_walltime_stop(tmp_path: Path
 SECRET = "s3cr3t-VALUE-9"  # noqa: S105 - a test value whose leaks are searched for
 
 
-def _with_secret(tmp: Path, runner_rc: int) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+def _with_secret(
+    tmp: Path, runner_rc: int, *, resumable: bool = True
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     argv = ("sh", "-c", 'printf %s "$TOKEN" > runner_saw; touch runner_started; exit "$RUNNER_RC"')
+    changes: dict[str, object] = {"secret_env_names": ("TOKEN",)}
+    if not resumable:
+        changes["policy"] = None
     return run_prologue(
         tmp,
         Case("TIMEOUT"),
         argv=argv,
         runner_rc=runner_rc,
-        spec_changes={"secret_env_names": ("TOKEN",)},
+        spec_changes=changes,
         prepare=write(SECRETS_FILE, f"TOKEN={SECRET}\n", 0o600),
     )
 
@@ -318,6 +323,15 @@ def test_secrets_file_stays_while_the_chain_goes_on(tmp_path: Path) -> None:
     proc, bench, _ = _with_secret(tmp_path, runner_rc=2)
     assert proc.returncode == 2
     assert (bench / SECRETS_FILE).exists()
+
+
+def test_a_non_resumable_link_that_fails_removes_the_secrets(tmp_path: Path) -> None:
+    """No successor carries a non-resumable chain: its end, failed too, removes the file."""
+    proc, bench, stubs = _with_secret(tmp_path, runner_rc=2, resumable=False)
+    assert proc.returncode == 2
+    assert (bench / "runner_saw").read_text() == SECRET
+    assert sbatch_calls(stubs) == []
+    assert not (bench / SECRETS_FILE).exists()
 
 
 # --- Class 5: bounded Slurm calls -------------------------------------------------------------
