@@ -17,6 +17,8 @@ from remote_chain.script import (
     CHAIN_FILE,
     EVENTS_FILE,
     RETRIES_FILE,
+    SECRETS_FILE,
+    UNKNOWN_FILE,
     WALLTIME_FILE,
 )
 from remote_chain.wire import decode
@@ -34,6 +36,7 @@ def _array(name: str, values: Sequence[str]) -> str:
 def _subs() -> dict[str, str]:
     return {
         "__CANCEL__": CANCEL_MARKER,
+        "__SECRETS__": SECRETS_FILE,
         "__CHAIN__": CHAIN_FILE,
         "__FIRST__": FIRST_JOB_FILE,
         "__EVENTS__": EVENTS_FILE,
@@ -120,6 +123,7 @@ def render_resume_script(
         "__RECORD__": RECORD_FILE,
         "__WALLTIME__": WALLTIME_FILE,
         "__RETRIES__": RETRIES_FILE,
+        "__UNKNOWN__": UNKNOWN_FILE,
         "__COUNTED__": COUNTED_EVENT,
     }
     return "\n".join([*head, render_template("resume.bash", subs)])

@@ -20,8 +20,10 @@ def trusted_bench_files() -> tuple[str, ...]:
         CANCEL_MARKER,
         CHAIN_FILE,
         EVENTS_FILE,
+        LEASE_FILE,
         RETRIES_FILE,
         SECRETS_FILE,
+        UNKNOWN_FILE,
         WALLTIME_FILE,
     )
 
@@ -31,8 +33,10 @@ def trusted_bench_files() -> tuple[str, ...]:
         CHAIN_FILE,
         WALLTIME_FILE,
         RETRIES_FILE,
+        UNKNOWN_FILE,
         EVENTS_FILE,
         CANCEL_MARKER,
+        LEASE_FILE,
         SECRETS_FILE,
         FIRST_JOB_FILE,
         SBATCH_OUT,

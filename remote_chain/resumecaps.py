@@ -13,6 +13,9 @@ before it would be counted by the engine. The client therefore, before it queues
   used, and a ``failed`` resumable chain unless ``--max-retries N`` (N above the retries
   used) or ``--reset-retries`` grants retries; a cap the walltime already reached is refused
   too (the resumed job would stop at once);
+- resumes a ``failed`` chain that stopped on the consecutive-unknown-links cap (issue 9 class
+  6: accounting off or down, no retry spent) without a grant, and resets its counter
+  (``.remote_chain_unknown_links``) to 0 with the other writes;
 - writes the new caps into the chain's ``job.sh`` (the ``RC_MAX_WALLTIME=``/``RC_MAX_RETRIES=``
   constants) and into the run's record, under ``resumes``.
 
@@ -36,10 +39,17 @@ from remote_chain.bundle import RECORD_FILE
 from remote_chain.chainstatus import ChainStateName, Event, parse_events
 from remote_chain.models import JOB_ID_RE, JobId
 from remote_chain.sacct import SACCT_FIELDS
-from remote_chain.script import CHAIN_FILE, EVENTS_FILE, RETRIES_FILE, SINCE_FILE, WALLTIME_FILE
+from remote_chain.script import (
+    CHAIN_FILE,
+    EVENTS_FILE,
+    RETRIES_FILE,
+    SINCE_FILE,
+    UNKNOWN_FILE,
+    WALLTIME_FILE,
+)
 from remote_chain.wire import decode
 
-_CAP = re.compile(r"^RC_(RESUMABLE|MAX_RETRIES|MAX_WALLTIME)='?(\d*)'?$")
+_CAP = re.compile(r"^RC_(RESUMABLE|MAX_RETRIES|MAX_WALLTIME|MAX_UNKNOWN)='?(\d*)'?$")
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,8 @@ class ChainFacts:
     events: str = ""
     walltime: str = ""  # the files' text as read, blanks removed ("" when missing)
     retries: str = ""
+    unknown: str = ""  # consecutive links whose predecessor no source knew (issue 9 class 6)
+    max_unknown_links: int | None = None  # None: a job.sh from before the cap
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,7 @@ class Step:
     counted: tuple[tuple[JobId, int], ...] = ()
     cap_walltime_s: int | None = None  # None: keep job.sh's
     cap_retries: int | None = None
+    old_unknown: str = ""  # "" when the file is missing: nothing to reset
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -100,6 +113,7 @@ class Step:
             "infra_retries": self.new_retries,
             "max_walltime_s": self.cap_walltime_s,
             "max_retries": self.cap_retries,
+            "unknown_links_reset": self.old_unknown not in ("", "0"),
         }
 
 
@@ -115,6 +129,7 @@ def render_facts_script(run_dir: str, benchmarks: Sequence[str]) -> str:
         "__EVENTS__": EVENTS_FILE,
         "__WALLTIME__": WALLTIME_FILE,
         "__RETRIES__": RETRIES_FILE,
+        "__UNKNOWN__": UNKNOWN_FILE,
         "__SACCT_FIELDS__": ",".join(SACCT_FIELDS),
     }
     return "\n".join([*head, render_template("resume_facts.bash", subs)])
@@ -141,16 +156,17 @@ def parse_facts(text: str) -> ResumeFacts:
             missing.append(parts[1])
         elif parts[0] == "CAPS" and len(parts) == 3:
             caps = _caps(parts[2])
-            wall = caps.get("MAX_WALLTIME", "")
+            wall, unknown = caps.get("MAX_WALLTIME", ""), caps.get("MAX_UNKNOWN", "")
             chains[parts[1]] = {
                 "benchmark": parts[1],
                 "resumable": caps.get("RESUMABLE") == "1",
                 "max_retries": int(caps.get("MAX_RETRIES") or 0),
                 "max_walltime_s": int(wall) if wall else None,
+                "max_unknown_links": int(unknown) if unknown else None,
             }
         elif parts[0] == "FILE" and len(parts) == 4 and parts[1] in chains:
             content = parts[3]
-            if parts[2] in ("walltime", "retries"):
+            if parts[2] in ("walltime", "retries", "unknown"):
                 content = "".join(content.split())
             chains[parts[1]][parts[2]] = content
         elif parts[0] == "SACCT" and len(parts) == 3 and parts[1] == "ok":
@@ -237,12 +253,16 @@ def plan_resume(states: dict[str, ChainStateName], facts: ResumeFacts, caps: Res
 def _plan_one(
     chain: ChainFacts, state: ChainStateName, caps: ResumeCaps, elapsed: dict[str, int]
 ) -> Step | str:
-    walltime, retries = _int(chain.walltime), _int(chain.retries)
-    if walltime is None or retries is None:
+    walltime, retries, unknown = _int(chain.walltime), _int(chain.retries), _int(chain.unknown)
+    if walltime is None or retries is None or unknown is None:
         return (
             f"corrupt state files ({WALLTIME_FILE} {chain.walltime[:20]!r}, {RETRIES_FILE} "
-            f"{chain.retries[:20]!r}): fix or remove them first"
+            f"{chain.retries[:20]!r}, {UNKNOWN_FILE} {chain.unknown[:20]!r}): fix or remove "
+            "them first"
         )
+    # Stopped on the unknown-links cap: no retry was spent (the retries cap is checked first),
+    # so no grant is asked; the counter is reset below, or the first link would stop again.
+    unknown_cap = chain.max_unknown_links is not None and unknown > chain.max_unknown_links
     ids = [
         JobId(line.strip()) for line in chain.chain.splitlines() if JOB_ID_RE.match(line.strip())
     ]
@@ -260,7 +280,7 @@ def _plan_one(
         )
     new_retries = 0 if caps.reset_retries else retries
     limit = caps.max_retries if caps.max_retries is not None else chain.max_retries
-    if state is ChainStateName.FAILED:
+    if state is ChainStateName.FAILED and not unknown_cap:
         if caps.max_retries is None and not caps.reset_retries:
             return (
                 f"failed after {retries} of {chain.max_retries} retries: grant retries with "
@@ -285,6 +305,7 @@ def _plan_one(
         counted=tuple(counted),
         cap_walltime_s=caps.max_walltime_s,
         cap_retries=caps.max_retries,
+        old_unknown=chain.unknown,
     )
 
 
@@ -319,6 +340,7 @@ def act_head(steps: Sequence[Step], benchmarks: Sequence[str]) -> list[str]:
         arr("RC_STEP", ["caps" if b in by else "plain" for b in benchmarks]),
         arr("RC_OLD_WALLTIME", col(lambda s: s.old_walltime)),
         arr("RC_OLD_RETRIES", col(lambda s: s.old_retries)),
+        arr("RC_OLD_UNKNOWN", col(lambda s: s.old_unknown)),
         arr("RC_NEW_WALLTIME", col(lambda s: str(s.new_walltime))),
         arr("RC_NEW_RETRIES", col(lambda s: str(s.new_retries))),
         arr("RC_COUNTED", col(lambda s: " ".join(f"{j}:{n}" for j, n in s.counted))),

@@ -454,6 +454,7 @@ def test_resume_of_a_stopped_chain_needs_a_raised_cap_and_counts_every_job(world
         "infra_retries": 0,
         "max_walltime_s": 600,
         "max_retries": None,
+        "unknown_links_reset": False,
     }
     script = (folder / "job.sh").read_text()
     assert "\nRC_MAX_WALLTIME=600\n" in script

@@ -30,6 +30,7 @@ from test_prologue import (
 )
 
 import remote_chain
+from remote_chain._template import render_template
 from remote_chain.models import ResumePolicy
 from remote_chain.script import (
     CHAIN_FILE,
@@ -289,14 +290,19 @@ def test_budget_kill_of_a_runner_ignoring_term_is_a_walltime_stop(tmp_path: Path
 SECRET = "s3cr3t-VALUE-9"  # noqa: S105 - a test value whose leaks are searched for
 
 
-def _with_secret(tmp: Path, runner_rc: int) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
+def _with_secret(
+    tmp: Path, runner_rc: int, *, resumable: bool = True
+) -> tuple[subprocess.CompletedProcess[str], Path, Path]:
     argv = ("sh", "-c", 'printf %s "$TOKEN" > runner_saw; touch runner_started; exit "$RUNNER_RC"')
+    changes: dict[str, object] = {"secret_env_names": ("TOKEN",)}
+    if not resumable:
+        changes["policy"] = None
     return run_prologue(
         tmp,
         Case("TIMEOUT"),
         argv=argv,
         runner_rc=runner_rc,
-        spec_changes={"secret_env_names": ("TOKEN",)},
+        spec_changes=changes,
         prepare=write(SECRETS_FILE, f"TOKEN={SECRET}\n", 0o600),
     )
 
@@ -317,6 +323,15 @@ def test_secrets_file_stays_while_the_chain_goes_on(tmp_path: Path) -> None:
     proc, bench, _ = _with_secret(tmp_path, runner_rc=2)
     assert proc.returncode == 2
     assert (bench / SECRETS_FILE).exists()
+
+
+def test_a_non_resumable_link_that_fails_removes_the_secrets(tmp_path: Path) -> None:
+    """No successor carries a non-resumable chain: its end, failed too, removes the file."""
+    proc, bench, stubs = _with_secret(tmp_path, runner_rc=2, resumable=False)
+    assert proc.returncode == 2
+    assert (bench / "runner_saw").read_text() == SECRET
+    assert sbatch_calls(stubs) == []
+    assert not (bench / SECRETS_FILE).exists()
 
 
 # --- Class 5: bounded Slurm calls -------------------------------------------------------------
@@ -392,6 +407,49 @@ def test_symlinked_state_file_is_refused(tmp_path: Path) -> None:
     assert "is a symlink" in again.stderr
     assert target.read_text() == "precious\n"
     assert stub_calls(stubs) == []
+
+
+@pytest.mark.parametrize("name", [UNKNOWN_FILE, LEASE_FILE, SECRETS_FILE, "job.sh"])
+def test_every_trusted_file_is_guarded(tmp_path: Path, name: str) -> None:
+    """The lease, unknown-links, secrets files and job.sh are refused when others can write."""
+    target = tmp_path / "bench" / name
+
+    def prepare(bench: Path, _stubs: Path) -> None:
+        if not target.exists():
+            target.write_text("1\n")
+        target.chmod(0o666 if name != "job.sh" else 0o777)
+
+    again, bench, stubs = run_prologue(tmp_path, Case("TIMEOUT"), prepare=prepare)
+    assert again.returncode == 77, again.stderr
+    assert f"{target} is writable by group or others" in again.stderr
+    assert stub_calls(stubs) == []
+    assert not (bench / EVENTS_FILE).exists()
+
+
+def test_cluster_folder_is_guarded(tmp_path: Path) -> None:
+    """A cluster folder others can write (where the sacct window file lives) is refused."""
+
+    def prepare(bench: Path, _stubs: Path) -> None:
+        bench.parent.chmod(0o777)
+
+    try:
+        again, bench, stubs = run_prologue(tmp_path, Case("TIMEOUT"), prepare=prepare)
+    finally:
+        tmp_path.chmod(0o700)
+    assert again.returncode == 77, again.stderr
+    assert "writable by group or others" in again.stderr
+    assert stub_calls(stubs) == []
+    assert not (bench / EVENTS_FILE).exists()
+
+
+def test_prologue_uses_the_one_guard() -> None:
+    """The prologue includes guard.bash's check (one owner of the rule), no copy of its own."""
+    text = render_job_script(JobSpec(run_id="r", cluster="c", benchmark="b", remote_dir="/w/b"))
+    guard = render_template("guard.bash", {})
+    first = guard.splitlines()[0]
+    assert text.count(first) == 1
+    assert text.count("stat -c") == 1
+    assert "rc_check_trust() {\n  rc_bench_paths" in text
 
 
 def test_slurm_commands_cannot_be_replaced_by_shell_functions(tmp_path: Path) -> None:

@@ -9,6 +9,16 @@ __GUARD__
 umask 077
 [[ -d $RC_RUN_DIR || -L $RC_RUN_DIR ]] || { rc_emit NORUN; rc_emit DONE; exit 0; }
 rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR"
+# Issue 9 class 4: a cancelled chain's mode-600 secrets file goes once no link of it is left
+# (a running link has its secrets in its runner's environment already; a queued one would
+# start without them, but the marker stops it first). Never through a symlink.
+rc_drop_secrets() {
+  local bench f
+  for bench in "${benches[@]}"; do
+    f="$RC_RUN_DIR/$bench/__SECRETS__"
+    if [[ -f $f && ! -L $f ]] && rm -f -- "$f"; then rc_emit SECRETS_REMOVED "$bench"; fi
+  done
+}
 names=() benches=()
 if (( ${#RC_BENCHES[@]} == 0 )); then  # no benchmark named: every chain of the run
   # Parameter expansions, not basename/dirname: two processes per chain cost 10,000 chains
@@ -38,6 +48,7 @@ if [[ $RC_EXECUTOR == shell ]]; then
       rc_emit SCANCEL "$pid"
     fi
   done
+  rc_drop_secrets
   rc_emit DONE; exit 0
 fi
 rc_chunks "${names[@]}"
@@ -60,7 +71,7 @@ for (( round = 0; round < __ROUNDS__; round++ )); do
       *) running+=("$id") ;;
     esac
   done <<< "$q"
-  (( ${#pending[@]} + ${#running[@]} )) || { rc_emit DONE; exit 0; }
+  (( ${#pending[@]} + ${#running[@]} )) || { rc_drop_secrets; rc_emit DONE; exit 0; }
   if (( ${#pending[@]} )); then command scancel "${pending[@]}" 2>/dev/null; fi
   if (( ${#running[@]} )); then command scancel "${running[@]}" 2>/dev/null; fi
   for id in "${pending[@]}" "${running[@]}"; do rc_emit SCANCEL "$id"; done

@@ -26,14 +26,20 @@ rc_guard() {
   done < <(command stat -c '%u %f %U %n' -- "$@" 2>/dev/null)
 }
 # rc_guard_bench DIR...: each benchmark folder and every file in it that remote-chain trusts
-# (job.sh, the state and marker files, the log folder), in one rc_guard.
+# (job.sh, the state, lease, secrets and marker files, the log folder), in one rc_guard.
+# shellcheck disable=SC2317  # unused where the caller adds paths (the prologue): rc_bench_paths
 rc_guard_bench() {
-  local paths=() d f
+  rc_bench_paths "$@"
+  rc_guard "${RC_GUARD_PATHS[@]}"
+}
+# rc_bench_paths DIR...: those paths, in RC_GUARD_PATHS (for a caller adding its own).
+rc_bench_paths() {
+  local d f
+  RC_GUARD_PATHS=()
   for d in "$@"; do
-    paths+=("$d")
-    for f in __TRUSTED__; do paths+=("$d/$f"); done
+    RC_GUARD_PATHS+=("$d")
+    for f in __TRUSTED__; do RC_GUARD_PATHS+=("$d/$f"); done
   done
-  rc_guard "${paths[@]}"
 }
 rc_unsafe() {
   printf 'remote-chain refused: %s\n' "$1" >&2

@@ -77,25 +77,15 @@ rc_read_chain() {
   done <<< "${content%$'\n'}"
 }
 
-# Issue 14: the folder and every file the prologue trusts are the user's own and not writable
-# by group or others, and no state file is a symlink (refused, never written through).
+# Issue 14: the folder and every file the prologue trusts (job.sh, the state, lease and secrets
+# files, the cluster folder and its window file) are the user's own and not writable by group
+# or others, and none is a symlink (refused, never written through). guard.bash's check, the
+# one the client's scripts run: it exits 77 before the EXIT trap is set, so nothing is written
+# and no successor is queued. One stat for every path (P4).
+__GUARD__
 rc_check_trust() {
-  local p bad="" uid mode name existing=(.)
-  for p in "$RC_SELF" __CHAIN__ __WALLTIME__ __RETRIES__ __UNKNOWN__ __EVENTS__ __CANCEL__ \
-      __LEASE__ __SECRETS__; do
-    if [[ -L $p ]]; then bad="$p is a symlink"; break; fi
-    [[ -e $p ]] && existing+=("$p")
-  done
-  if [[ -z $bad ]]; then
-    while read -r uid mode name; do
-      if [[ $uid != "$RC_UID" ]]; then bad="$name is owned by uid $uid, not by $RC_UID"; break; fi
-      if (( 8#$mode & 8#022 )); then bad="$name is writable by group or others (mode $mode)"; break; fi
-    done < <(command stat -c '%u %a %n' -- "${existing[@]}" 2>/dev/null)
-  fi
-  [[ -z $bad ]] && return 0
-  # Nothing is written here: the folder is not trusted, the events file included.
-  rc_log "refusing to run in $PWD: $bad; nothing was read or executed"
-  exit 77
+  rc_bench_paths "$PWD"
+  rc_guard "${RC_GUARD_PATHS[@]}" "$RC_SELF" "$RC_DIR/.." "$RC_DIR/../__SINCE__"
 }
 
 # A bounded Slurm query: `command` so no shell function or alias stands in for it (issue 14),
@@ -362,6 +352,8 @@ rc_start_runner() {
       # shellcheck source=/dev/null
       . ./__SECRETS__
       set +a
+    elif (( RC_SECRETS )); then
+      rc_log "WARNING: no secrets file: the chain ended before and its secrets were removed; the runner starts without them (submit again to send them)"
     fi
     if command -v setsid >/dev/null; then exec setsid "${RC_RUNNER[@]}"; fi
     exec "${RC_RUNNER[@]}"
@@ -561,5 +553,8 @@ rc_run() {
   fi
   rc_event "end $kind $status $SECONDS${RC_SIGNAL:+ $RC_SIGNAL}" || rc_log "could not record the end of this link"
   if (( status == 0 )); then rc_withdraw_successor; rc_drop_secrets; fi
+  # No successor carries a chain that is not resumable (or runs without Slurm): it ends here,
+  # failed or not, so its secrets go (issue 9 class 4).
+  if (( ! RC_RESUMABLE )) || [[ $RC_EXECUTOR != slurm ]]; then rc_drop_secrets; fi
   exit "$status"
 }

@@ -39,7 +39,8 @@ for i in "${!RC_BENCHES[@]}"; do
   live=$(printf '%s\n' "$live" | awk -v d="$b" '$2 == d {print $1}')  # not a twin chain's
   if [[ -n $live ]]; then rc_emit LIVE "$bench" "${live//$'\n'/ }"; continue; fi
   if [[ ${RC_STEP[$i]} == caps ]]; then
-    if [[ $(rc_read "$b/__WALLTIME__") != "${RC_OLD_WALLTIME[$i]}" || $(rc_read "$b/__RETRIES__") != "${RC_OLD_RETRIES[$i]}" ]]; then
+    if [[ $(rc_read "$b/__WALLTIME__") != "${RC_OLD_WALLTIME[$i]}" || $(rc_read "$b/__RETRIES__") != "${RC_OLD_RETRIES[$i]}" \
+        || $(rc_read "$b/__UNKNOWN__") != "${RC_OLD_UNKNOWN[$i]}" ]]; then
       rc_emit CHANGED "$bench"; continue
     fi
     err=""
@@ -47,6 +48,10 @@ for i in "${!RC_BENCHES[@]}"; do
     [[ ${RC_CAP_RETRIES[$i]} == keep ]] || err=$(rc_set_cap "$b/job.sh" RC_MAX_RETRIES "${RC_CAP_RETRIES[$i]}" 2>&1) || { rc_fail "$bench" "cannot write the cap into job.sh: $err"; continue; }
     rc_write "$b/__WALLTIME__" "${RC_NEW_WALLTIME[$i]}" || { rc_fail "$bench" "cannot write __WALLTIME__"; continue; }
     rc_write "$b/__RETRIES__" "${RC_NEW_RETRIES[$i]}" || { rc_fail "$bench" "cannot write __RETRIES__"; continue; }
+    # A chain stopped on the unknown-links cap starts again from 0 (issue 9 class 6).
+    if [[ -e $b/__UNKNOWN__ ]]; then
+      rc_write "$b/__UNKNOWN__" 0 || { rc_fail "$bench" "cannot write __UNKNOWN__"; continue; }
+    fi
     for counted in ${RC_COUNTED[$i]}; do
       printf '%s %s __COUNTED__ %s\n' "$(date +%s)" "${counted%%:*}" "${counted#*:}" >> "$b/__EVENTS__"
     done
