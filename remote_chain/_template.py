@@ -1,14 +1,25 @@
-"""PURE: the bash templates shipped in ``remote_chain/templates/`` and their substitution."""
+"""PURE: the bash templates shipped in ``remote_chain/templates/`` and their one substitution map.
+
+Every ``__NAME__`` a template uses comes from ``template_subs`` (issue 12 point 1): the run
+folder's names and event kinds (layout.py), the decision vocabulary (models.py), the Slurm
+command lines (sacct.py) and the few tunables of the execs. Only data that differs per render
+(the submit's payload) is passed by the caller.
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from importlib import resources
 
+from remote_chain import layout
 from remote_chain.guard import GUARD_PLACEHOLDER, UNSAFE_EXIT, trusted_bench_files
 
 WIRE_PLACEHOLDER = "__WIRE__"
+# Substituted per render, not from the map (the submit's base64 tarball).
+PER_RENDER = frozenset({"__PAYLOAD__"})
+PLACEHOLDER = re.compile(r"__[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*__")
 
 
 @functools.cache
@@ -16,20 +27,117 @@ def _read(name: str) -> str:
     return resources.files("remote_chain").joinpath("templates", name).read_text("utf-8")
 
 
-def render_template(name: str, subs: Mapping[str, str]) -> str:
-    """The template with each ``__KEY__`` replaced; its leading comment block is dropped."""
+def _case_words(words: Iterable[str]) -> str:
+    """A ``case`` pattern (``A|B|C``) from a set of states or kinds."""
+    return "|".join(sorted(str(w) for w in words))
+
+
+@functools.cache
+def template_subs() -> Mapping[str, str]:
+    """The one substitution map of every template."""
+    # Imported here: these modules render templates themselves (a cycle at import time).
+    from remote_chain.actions import CANCEL_ROUNDS  # noqa: PLC0415
+    from remote_chain.bundle import RECORD_WAIT_S  # noqa: PLC0415
+    from remote_chain.models import (  # noqa: PLC0415
+        LEASE_LIVE_STATES,
+        QUEUED_STATES,
+        Action,
+        EndRecord,
+        Outcome,
+    )
+    from remote_chain.sacct import (  # noqa: PLC0415
+        MAX_LIST_ARG_BYTES,
+        PROLOGUE_SACCT_ARGS,
+        SACCT_FIELDS,
+        SQUEUE_FORMAT,
+        SQUEUE_STATE_ARGS,
+        SQUEUE_SUCCESSOR_FORMAT,
+    )
+    from remote_chain.script import CHAIN_WARNING  # noqa: PLC0415
+    from remote_chain.snapshot import (  # noqa: PLC0415
+        CHAIN_FILES,
+        INLINE_FILE_BYTES,
+        MAX_FILE_BYTES,
+    )
+
+    groups: list[Mapping[str, str]] = [
+        {
+            # The run folder (layout.py).
+            "__RECORD__": layout.RECORD_FILE,
+            "__SINCE__": layout.SINCE_FILE,
+            "__LOG__": layout.SUBMIT_LOG,
+            "__JOB__": layout.JOB_SCRIPT,
+            "__LOGS__": layout.LOGS_DIR,
+            "__ARTIFACTS__": layout.ARTIFACTS_DIR,
+            "__CHAIN__": layout.CHAIN_FILE,
+            "__WALLTIME__": layout.WALLTIME_FILE,
+            "__RETRIES__": layout.RETRIES_FILE,
+            "__CANCEL__": layout.CANCEL_MARKER,
+            "__EVENTS__": layout.EVENTS_FILE,
+            "__SECRETS__": layout.SECRETS_FILE,
+            "__UNKNOWN__": layout.UNKNOWN_FILE,
+            "__LEASE__": layout.LEASE_FILE,
+            "__FIRST__": layout.FIRST_JOB_FILE,
+            "__SBATCH_OUT__": layout.SBATCH_OUT,
+            "__EXIT__": layout.EXIT_FILE,
+            **{f"__EV_{k.name}__": k.value for k in layout.EventKind},
+        },
+        {
+            # The decision vocabulary (models.py, chain.py's table).
+            "__END_KINDS__": _case_words(EndRecord),
+            **{f"__END_{e.name}__": e.value for e in EndRecord},
+            **{f"__{a.name}__": a.value for a in Action},
+            # Not FIRST: ``__FIRST__`` is the first-job file; only rc_decide (generated) needs it.
+            **{f"__{o.name}__": o.value for o in Outcome if o is not Outcome.FIRST},
+            "__QUEUED_STATES__": _case_words(QUEUED_STATES),
+            "__LEASE_LIVE_STATES__": _case_words(LEASE_LIVE_STATES),
+            "__WARNING__": CHAIN_WARNING,
+            # Slurm's command lines (sacct.py).
+            "__SACCT_ARGS__": PROLOGUE_SACCT_ARGS,
+            "__SACCT_FIELDS__": ",".join(SACCT_FIELDS),
+            "__SQUEUE_STATE_ARGS__": SQUEUE_STATE_ARGS,
+            "__SQUEUE_SUCC_FORMAT__": SQUEUE_SUCCESSOR_FORMAT,
+            "__SQUEUE_FORMAT__": SQUEUE_FORMAT,
+            # The execs' tunables.
+            "__CHUNK__": str(MAX_LIST_ARG_BYTES),
+            "__WAIT__": str(RECORD_WAIT_S),
+            "__ROUNDS__": str(CANCEL_ROUNDS),
+            "__MAX__": str(MAX_FILE_BYTES),
+            "__INLINE__": str(INLINE_FILE_BYTES),
+            "__FILES__": "\n    ".join(
+                f'rc_file {kind} "$bench" "$b/{name}"' for kind, name in CHAIN_FILES.items()
+            ),
+            # The shared ownership check (guard.py).
+            "__UNSAFE_EXIT__": str(UNSAFE_EXIT),
+            "__TRUSTED__": " ".join(trusted_bench_files()),
+        },
+    ]
+    subs: dict[str, str] = {}
+    for group in groups:
+        if clash := subs.keys() & group.keys():  # one name, one meaning in every template
+            raise ValueError(f"template placeholders defined twice: {sorted(clash)}")
+        subs.update(group)
+    return subs
+
+
+@functools.cache
+def _rendered(name: str) -> str:
     lines = _read(name).splitlines()
     while lines and lines[0].startswith("#"):
         lines.pop(0)
     text = "\n".join(lines).strip("\n")
-    if GUARD_PLACEHOLDER in text:  # the shared ownership check (guard.py)
-        guard = render_template(
-            "guard.bash",
-            {"__UNSAFE_EXIT__": str(UNSAFE_EXIT), "__TRUSTED__": " ".join(trusted_bench_files())},
-        )
-        text = text.replace(GUARD_PLACEHOLDER, guard)
+    if GUARD_PLACEHOLDER in text:
+        text = text.replace(GUARD_PLACEHOLDER, _rendered("guard.bash"))
     if WIRE_PLACEHOLDER in text:  # the one wire codec of every answer (wire.py)
-        text = text.replace(WIRE_PLACEHOLDER, render_template("wire.bash", {}))
-    for key, value in subs.items():
+        text = text.replace(WIRE_PLACEHOLDER, _rendered("wire.bash"))
+    subs = template_subs()
+    return PLACEHOLDER.sub(lambda m: subs.get(m.group(), m.group()), text)
+
+
+def render_template(name: str, subs: Mapping[str, str] | None = None) -> str:
+    """The template with each ``__KEY__`` replaced (``template_subs``, then ``subs``: only
+    per-render data); its leading comment block is dropped."""
+    text = _rendered(name)
+    for key, value in (subs or {}).items():
         text = text.replace(key, value)
     return text

@@ -7,41 +7,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
-from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
+from remote_chain.layout import EventKind
 from remote_chain.limits import ASSOC_FORMAT, QOS_FORMAT
 from remote_chain.models import JOB_ID_RE, Executor, JobId
 from remote_chain.records import Record, json_meta
 from remote_chain.sacct import render_chunks_function
-from remote_chain.script import (
-    CANCEL_MARKER,
-    CHAIN_FILE,
-    EVENTS_FILE,
-    RETRIES_FILE,
-    SECRETS_FILE,
-    UNKNOWN_FILE,
-    WALLTIME_FILE,
-)
 from remote_chain.wire import decode
 
 # The event a resume appends per job whose walltime it counted: <time> <job> <kind> <seconds>.
-COUNTED_EVENT = "counted_by_resume"
+COUNTED_EVENT = EventKind.COUNTED_BY_RESUME
 CANCEL_ROUNDS = 30  # seconds the cancel exec keeps re-reading the queue at most
 LOG_CHUNK = 4 << 20  # bytes of a log one exec returns at most
 
 
 def _array(name: str, values: Sequence[str]) -> str:
     return f"{name}=(" + " ".join(shlex.quote(v) for v in values) + ")"
-
-
-def _subs() -> dict[str, str]:
-    return {
-        "__CANCEL__": CANCEL_MARKER,
-        "__SECRETS__": SECRETS_FILE,
-        "__CHAIN__": CHAIN_FILE,
-        "__FIRST__": FIRST_JOB_FILE,
-        "__EVENTS__": EVENTS_FILE,
-        "__ROUNDS__": str(CANCEL_ROUNDS),
-    }
 
 
 # --- cancel ------------------------------------------------------------------------------------
@@ -62,7 +42,7 @@ def render_cancel_script(
         f"RC_RUN_DIR={shlex.quote(run_dir)}",
         _array("RC_BENCHES", benchmarks),
     ]
-    return "\n".join([*head, render_chunks_function(), render_template("cancel.bash", _subs())])
+    return "\n".join([*head, render_chunks_function(), render_template("cancel.bash")])
 
 
 def parse_cancel_output(text: str, benchmarks: Sequence[str]) -> CancelAnswer:
@@ -118,15 +98,7 @@ def render_resume_script(
         _array("RC_BENCHES", benchmarks),
         *(steps or [_array("RC_STEP", ["plain"] * len(benchmarks)), "RC_RECORD=''"]),
     ]
-    subs = {
-        **_subs(),
-        "__RECORD__": RECORD_FILE,
-        "__WALLTIME__": WALLTIME_FILE,
-        "__RETRIES__": RETRIES_FILE,
-        "__UNKNOWN__": UNKNOWN_FILE,
-        "__COUNTED__": COUNTED_EVENT,
-    }
-    return "\n".join([*head, render_template("resume.bash", subs)])
+    return "\n".join([*head, render_template("resume.bash")])
 
 
 def parse_resume_output(text: str) -> ResumeAnswer:
@@ -168,7 +140,7 @@ def render_logs_script(
         f"RC_MAX={LOG_CHUNK}",
         f"RC_EXECUTOR={shlex.quote(executor)}",
     ]
-    return "\n".join([*head, render_template("logs.bash", _subs())])
+    return "\n".join([*head, render_template("logs.bash")])
 
 
 def parse_logs_output(text: str) -> LogChunk:
@@ -220,7 +192,7 @@ def render_doctor_script(
         f"RC_ASSOC_FORMAT={','.join(ASSOC_FORMAT)}",
         f"RC_QOS_FORMAT={','.join(QOS_FORMAT)}",
     ]
-    return "\n".join([*head, render_template("doctor.bash", {})])
+    return "\n".join([*head, render_template("doctor.bash")])
 
 
 def parse_doctor_output(text: str) -> list[Check]:

@@ -18,16 +18,22 @@ import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from remote_chain import layout
 from remote_chain._template import render_template
+from remote_chain.layout import (
+    ChainRecord,
+    RunRecord,
+    chain_prefix,
+    record_head,
+)
 from remote_chain.models import JOB_ID_RE, Executor, JobId
-from remote_chain.script import SINCE_FILE
 from remote_chain.wire import decode
 
-RECORD_FILE = "remote-chain.json"
-FIRST_JOB_FILE = ".remote_chain_first_job"
-
-SUBMIT_LOG = ".remote_chain_submit.out"
-SBATCH_OUT = ".remote_chain_sbatch.out"  # per benchmark: what sbatch said at submit
+# The run folder's names are layout.py's; these aliases keep this module's importers working.
+FIRST_JOB_FILE = layout.FIRST_JOB_FILE
+RECORD_FILE = layout.RECORD_FILE
+SBATCH_OUT = layout.SBATCH_OUT
+SUBMIT_LOG = layout.SUBMIT_LOG
 # How long a submit that finds the run folder already there waits for the other submit's
 # record (a concurrent submit of the same --run-id may still be running sbatch).
 RECORD_WAIT_S = 60
@@ -104,45 +110,24 @@ def tarball(files: Sequence[BundleFile]) -> bytes:
     return buf.getvalue()
 
 
-def _record_prefix(bundle: ClusterBundle, chain: ChainPlan) -> str:
-    static = {
-        "benchmark": chain.benchmark,
-        "remote_dir": chain.remote_dir,
-        "job_name": chain.job_name,
-        "resumable": chain.resumable,
-        "time_limit_s": chain.time_limit_s,
-    }
-    return json.dumps(static)[:-1] + ', "first_job_id": '
-
-
-def _record_head(bundle: ClusterBundle) -> str:
-    head = {
-        "run_id": bundle.run_id,
-        "cluster": bundle.cluster,
-        "created": bundle.created,
-        "executor": bundle.executor,
-        "run_dir": bundle.run_dir,
-    }
-    return json.dumps(head)[:-1] + ', "chains": ['
-
-
-def _body(**extra: str) -> str:
-    return render_template(
-        "submit.bash",
-        {
-            "__RECORD__": RECORD_FILE,
-            "__FIRST__": FIRST_JOB_FILE,
-            "__SINCE__": SINCE_FILE,
-            "__LOG__": SUBMIT_LOG,
-            "__WAIT__": str(RECORD_WAIT_S),
-            "__SBATCH_OUT__": SBATCH_OUT,
-            **extra,
-        },
+def _run_record(bundle: ClusterBundle) -> RunRecord:
+    """The run record as the client knows it (the job ids are the submit exec's to add)."""
+    chains = tuple(
+        ChainRecord(c.benchmark, c.remote_dir, c.job_name, c.resumable, c.time_limit_s)
+        for c in bundle.chains
     )
+    return RunRecord(
+        bundle.run_id, bundle.cluster, bundle.created, bundle.executor, bundle.run_dir, chains
+    )
+
+
+def _body(payload: str | None = None) -> str:
+    return render_template("submit.bash", None if payload is None else {"__PAYLOAD__": payload})
 
 
 def _head(bundle: ClusterBundle, mode: str) -> list[str]:
     parent = bundle.run_dir.rsplit("/", 1)[0]
+    record = _run_record(bundle)
     return [
         f"RC_MODE={mode}",
         f"RC_RUN_DIR={shlex.quote(bundle.run_dir)}",
@@ -150,17 +135,15 @@ def _head(bundle: ClusterBundle, mode: str) -> list[str]:
         f"RC_EXECUTOR={shlex.quote(bundle.executor)}",
         "RC_BENCHMARKS=(" + " ".join(shlex.quote(c.benchmark) for c in bundle.chains) + ")",
         "RC_JOB_NAMES=(" + " ".join(shlex.quote(c.job_name) for c in bundle.chains) + ")",
-        f"RC_RECORD_HEAD={shlex.quote(_record_head(bundle))}",
-        "RC_RECORD_PREFIX=("
-        + " ".join(shlex.quote(_record_prefix(bundle, c)) for c in bundle.chains)
-        + ")",
+        f"RC_RECORD_HEAD={shlex.quote(record_head(record))}",
+        "RC_RECORD_PREFIX=(" + " ".join(shlex.quote(chain_prefix(c)) for c in record.chains) + ")",
     ]
 
 
 def render_submit_script(bundle: ClusterBundle) -> str:
     """The whole submission as one bash script (to run through ``Remote.run``)."""
     payload = base64.encodebytes(tarball(bundle.files)).decode("ascii").rstrip("\n")
-    body = _body(__PAYLOAD__=payload)
+    body = _body(payload)
     return "\n".join([*_head(bundle, "submit"), body])
 
 

@@ -10,10 +10,10 @@ never read as success or failure.
 from __future__ import annotations
 
 import enum
-import json
 import re
 from dataclasses import dataclass, field
 
+from remote_chain.layout import CHAIN_FILE, RETRIES_FILE, WALLTIME_FILE, EventKind, parse_record
 from remote_chain.limits import refusal_limit
 from remote_chain.models import JOB_ID_RE, NON_TERMINAL_STATES, Action, JobId, SlurmState
 from remote_chain.records import Record, json_meta
@@ -88,7 +88,7 @@ def parse_events(text: str) -> list[Event]:
 
 def _int_file(files: ChainFiles, kind: str, problems: list[str]) -> int | None:
     read = files.files.get(kind)
-    name = {"walltime": ".gym_accumulated_walltime", "retries": ".gym_infra_retries"}[kind]
+    name = {"walltime": WALLTIME_FILE, "retries": RETRIES_FILE}[kind]
     if read is None or read.status == "missing":
         return 0
     if read.status != "ok":
@@ -106,17 +106,17 @@ def _chain_ids(files: ChainFiles, problems: list[str]) -> list[JobId]:
     if read is None or read.status == "missing":
         return []
     if read.status != "ok":
-        problems.append(f".gym_job_chain: {read.status}")
+        problems.append(f"{CHAIN_FILE}: {read.status}")
         return []
     ids: list[JobId] = []
     content = read.content
     if content and not content.endswith("\n"):
-        problems.append(".gym_job_chain: truncated (no final newline)")
+        problems.append(f"{CHAIN_FILE}: truncated (no final newline)")
     for line in content.splitlines():
         if JOB_ID_RE.match(line.strip()):
             ids.append(JobId(line.strip()))
         else:
-            problems.append(f".gym_job_chain: bad line {line[:40]!r}")
+            problems.append(f"{CHAIN_FILE}: bad line {line[:40]!r}")
     return ids
 
 
@@ -132,7 +132,7 @@ def derive(
     first = files.files.get("first")
     first_id = first.content.strip() if first and first.status == "ok" else ""
     for ev in events:
-        if ev.kind == "corrupt_state":
+        if ev.kind == EventKind.CORRUPT_STATE:
             problems.append(f"{' '.join(ev.args)} (job {ev.job_id} stopped on it)")
     if executor == "shell":
         state = _shell_state(first_id, files, snap)
@@ -143,7 +143,7 @@ def derive(
     if JOB_ID_RE.match(first_id) and first_id not in ids:
         ids.insert(0, JobId(first_id))
     for ev in events:
-        if ev.kind == "successor" and ev.args and ev.args[0] not in ids:
+        if ev.kind == EventKind.SUCCESSOR and ev.args and ev.args[0] not in ids:
             ids.append(JobId(ev.args[0]))
     # squeue was asked by job name; a run on two profiles of one Slurm cluster has twin chains
     # of that name, told apart by their working directory (the benchmark folder).
@@ -152,14 +152,16 @@ def derive(
             ids.append(job_id)
     # A successor the chain withdrew itself (the run finished or stopped) and that never ran
     # is bookkeeping, not history: leave it out of the jobs list.
-    withdrawn = {ev.args[0] for ev in events if ev.kind == "successor_cancelled" and ev.args}
+    withdrawn = {
+        ev.args[0] for ev in events if ev.kind == EventKind.SUCCESSOR_CANCELLED and ev.args
+    }
     ids = [j for j in ids if j not in withdrawn or j in chain_ids or j in snap.squeue]
     jobs = tuple(_job_view(j, snap) for j in ids)
-    warnings = [successor_warning(ev) for ev in events if ev.kind == "successor_failed"]
+    warnings = [successor_warning(ev) for ev in events if ev.kind == EventKind.SUCCESSOR_FAILED]
     warnings += [
         f"job {ev.job_id}: ran without the runner lease (no hard links in the benchmark folder)"
         for ev in events
-        if ev.kind == "lease_unsupported"
+        if ev.kind == EventKind.LEASE_UNSUPPORTED
     ]
     state = _chain_state(files, snap, ids, chain_ids, events, problems)
     return _status(cluster, files, state, jobs, walltime, retries, problems, warnings)
@@ -229,12 +231,18 @@ _SACCT_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}")
 
 
 def _decided(events: list[Event], job_id: str) -> str | None:
-    acts = [ev.args[0] for ev in events if ev.job_id == job_id and ev.kind == "decided" and ev.args]
+    acts = [
+        ev.args[0]
+        for ev in events
+        if ev.job_id == job_id and ev.kind == EventKind.DECIDED and ev.args
+    ]
     return acts[-1] if acts else None
 
 
 def _runner_exit(events: list[Event], job_id: str) -> int | None:
-    codes = [ev.args[0] for ev in events if ev.job_id == job_id and ev.kind == "runner_exit"]
+    codes = [
+        ev.args[0] for ev in events if ev.job_id == job_id and ev.kind == EventKind.RUNNER_EXIT
+    ]
     return int(codes[-1]) if codes and codes[-1].isdigit() else None
 
 
@@ -270,7 +278,7 @@ def _chain_state(  # noqa: PLR0917 - private, called once
             if _runner_exit(events, job_id) == 0:
                 return ChainStateName.COMPLETED
             break
-    if any(ev.kind == "corrupt_state" for ev in events) or problems:
+    if any(ev.kind == EventKind.CORRUPT_STATE for ev in events) or problems:
         return ChainStateName.FAILED
     if files.cancel_marker:
         return ChainStateName.CANCELLED
@@ -314,19 +322,10 @@ def _shell_state(first_id: str, files: ChainFiles, snap: Snapshot) -> ChainState
 
 
 def time_limits(record: str | None) -> dict[str, int]:
-    """Benchmark -> each link's walltime in seconds, from a run record (remote-chain.json).
+    """Benchmark -> each link's walltime in seconds, from the run record (any schema version).
 
     Records written before ``time_limit_s`` was kept, or still being written, give {}.
     """
-    try:
-        data = json.loads(record or "")
-    except ValueError:
-        return {}
-    chains = data.get("chains") if isinstance(data, dict) else None
-    out: dict[str, int] = {}
-    for chain in chains if isinstance(chains, list) else []:
-        if isinstance(chain, dict):
-            limit = chain.get("time_limit_s")
-            if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-                out[str(chain.get("benchmark"))] = limit
-    return out
+    run = parse_record(record)
+    chains = run.chains if run else ()
+    return {c.benchmark: c.time_limit_s for c in chains if c.time_limit_s and c.time_limit_s > 0}

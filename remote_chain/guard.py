@@ -7,6 +7,21 @@ guard stops exits with ``UNSAFE_EXIT`` and says why on stderr (issue 14.1).
 
 from __future__ import annotations
 
+from remote_chain.layout import (
+    CANCEL_MARKER,
+    CHAIN_FILE,
+    EVENTS_FILE,
+    FIRST_JOB_FILE,
+    JOB_SCRIPT,
+    LEASE_FILE,
+    LOGS_DIR,
+    RETRIES_FILE,
+    SBATCH_OUT,
+    SECRETS_FILE,
+    UNKNOWN_FILE,
+    WALLTIME_FILE,
+)
+
 # A status no other part of our scripts uses (sysexits' EX_NOPERM is 77 too).
 UNSAFE_EXIT = 77
 GUARD_PLACEHOLDER = "__GUARD__"
@@ -14,22 +29,9 @@ GUARD_PLACEHOLDER = "__GUARD__"
 
 def trusted_bench_files() -> tuple[str, ...]:
     """Every name in a benchmark folder that remote-chain reads, runs or writes."""
-    # Imported here: script.py and bundle.py render templates, which include the guard.
-    from remote_chain.bundle import FIRST_JOB_FILE, SBATCH_OUT  # noqa: PLC0415
-    from remote_chain.script import (  # noqa: PLC0415
-        CANCEL_MARKER,
-        CHAIN_FILE,
-        EVENTS_FILE,
-        LEASE_FILE,
-        RETRIES_FILE,
-        SECRETS_FILE,
-        UNKNOWN_FILE,
-        WALLTIME_FILE,
-    )
-
     return (
-        "job.sh",
-        "logs",
+        JOB_SCRIPT,
+        LOGS_DIR,
         CHAIN_FILE,
         WALLTIME_FILE,
         RETRIES_FILE,

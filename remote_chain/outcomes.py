@@ -15,6 +15,7 @@ from remote_chain.actions import CancelAnswer, ResumeAnswer
 from remote_chain.bundle import ClusterBundle, SubmitAnswer
 from remote_chain.chainstatus import ChainStateName, ChainStatus
 from remote_chain.index import IndexedRun
+from remote_chain.layout import parse_record
 from remote_chain.results import (
     CancelEntry,
     ClusterFailure,
@@ -57,8 +58,8 @@ def _existing(
     cluster: str, bundle: ClusterBundle, record: dict[str, object] | None
 ) -> list[Submission]:
     """A submit that found the run already there reports that run's jobs, never a second."""
-    chains = record.get("chains") if record else None
-    if not isinstance(chains, list):
+    run = parse_record(record)
+    if run is None:
         return [
             Submission(
                 cluster,
@@ -70,22 +71,10 @@ def _existing(
             )
             for c in bundle.chains
         ]
-    out = []
-    for c in chains:
-        if isinstance(c, dict):
-            job = c.get("first_job_id")
-            err = c.get("error")
-            out.append(
-                Submission(
-                    cluster,
-                    str(c.get("benchmark")),
-                    str(job) if job else None,
-                    str(c.get("remote_dir")),
-                    str(err) if err else None,
-                    existing=True,
-                )
-            )
-    return out
+    return [
+        Submission(cluster, c.benchmark, c.first_job_id, c.remote_dir, c.error, existing=True)
+        for c in run.chains
+    ]
 
 
 def cancel_entries(cluster: str, answer: CancelAnswer) -> list[CancelEntry]:

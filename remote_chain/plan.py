@@ -18,6 +18,7 @@ from remote_chain import __version__
 from remote_chain.bundle import BundleFile, ChainPlan, ClusterBundle
 from remote_chain.config import ClusterProfile, SubmitConfig, check_for_cluster, effective_slurm
 from remote_chain.errors import ConfigError
+from remote_chain.layout import JOB_SCRIPT, UPLOADS_DIR
 from remote_chain.models import NAME_RE, ResumePolicy
 from remote_chain.script import (
     SECRETS_FILE,
@@ -181,7 +182,7 @@ def read_uploads(config: SubmitConfig, *, max_bytes: int) -> list[BundleFile]:
                     field="driver.upload",
                 )
             mode = 0o700 if path.stat().st_mode & 0o100 else 0o600
-            out.append(BundleFile(f"files/{rel}", data, mode))
+            out.append(BundleFile(f"{UPLOADS_DIR}/{rel}", data, mode))
     return out
 
 
@@ -210,7 +211,7 @@ def build_bundle(
             lookup_timeout_s=lookup_timeout_s,
             max_unknown_links=max_unknown_links,
         )
-        files.append(BundleFile(f"{name}/job.sh", render_job_script(spec).encode(), 0o700))
+        files.append(BundleFile(f"{name}/{JOB_SCRIPT}", render_job_script(spec).encode(), 0o700))
         if secret is not None:
             files.append(BundleFile(f"{name}/{SECRETS_FILE}", secret, 0o600))
         chains.append(

@@ -16,6 +16,7 @@ from remote_chain.bundle import ClusterBundle
 from remote_chain.chainstatus import ChainStateName, ChainStatus
 from remote_chain.doctor import DoctorFacts
 from remote_chain.errors import RemoteChainError
+from remote_chain.layout import JOB_SCRIPT
 from remote_chain.records import Record, json_meta
 
 # The failures of a flow are "errors" in every document (interface.md §4).
@@ -157,4 +158,4 @@ class RenderedScript:
     @property
     def path(self) -> str:
         """Where it lands under ``render --out DIR``: the run folder's own layout."""
-        return f"{self.cluster}/{self.benchmark}/job.sh"
+        return f"{self.cluster}/{self.benchmark}/{JOB_SCRIPT}"

@@ -27,7 +27,6 @@ client read before it writes anything.
 from __future__ import annotations
 
 import base64
-import json
 import re
 import shlex
 from collections.abc import Sequence
@@ -35,18 +34,10 @@ from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
 from remote_chain.actions import COUNTED_EVENT
-from remote_chain.bundle import RECORD_FILE
 from remote_chain.chainstatus import ChainStateName, Event, parse_events
-from remote_chain.models import JOB_ID_RE, JobId
+from remote_chain.layout import RETRIES_FILE, UNKNOWN_FILE, WALLTIME_FILE, EventKind, with_resume
+from remote_chain.models import JOB_ID_RE, Action, JobId
 from remote_chain.sacct import SACCT_FIELDS
-from remote_chain.script import (
-    CHAIN_FILE,
-    EVENTS_FILE,
-    RETRIES_FILE,
-    SINCE_FILE,
-    UNKNOWN_FILE,
-    WALLTIME_FILE,
-)
 from remote_chain.wire import decode
 
 _CAP = re.compile(r"^RC_(RESUMABLE|MAX_RETRIES|MAX_WALLTIME|MAX_UNKNOWN)='?(\d*)'?$")
@@ -122,17 +113,7 @@ def render_facts_script(run_dir: str, benchmarks: Sequence[str]) -> str:
         f"RC_RUN_DIR={shlex.quote(run_dir)}",
         "RC_BENCHES=(" + " ".join(shlex.quote(b) for b in benchmarks) + ")",
     ]
-    subs = {
-        "__RECORD__": RECORD_FILE,
-        "__SINCE__": SINCE_FILE,
-        "__CHAIN__": CHAIN_FILE,
-        "__EVENTS__": EVENTS_FILE,
-        "__WALLTIME__": WALLTIME_FILE,
-        "__RETRIES__": RETRIES_FILE,
-        "__UNKNOWN__": UNKNOWN_FILE,
-        "__SACCT_FIELDS__": ",".join(SACCT_FIELDS),
-    }
-    return "\n".join([*head, render_template("resume_facts.bash", subs)])
+    return "\n".join([*head, render_template("resume_facts.bash")])
 
 
 def _caps(text: str) -> dict[str, str]:
@@ -184,8 +165,8 @@ def uncounted_jobs(chain_ids: Sequence[JobId], events: Sequence[Event]) -> list[
     """The jobs of the chain whose run time no link and no earlier resume counted."""
     counted: set[str] = set()
     for ev in events:
-        if ev.kind == "decided" and len(ev.args) >= 2 and ev.args[0] != "yield":
-            if ev.args[0] == "stop_walltime" and ev.args[1] == "budget":
+        if ev.kind == EventKind.DECIDED and len(ev.args) >= 2 and ev.args[0] != Action.YIELD:
+            if ev.args[0] == Action.STOP_WALLTIME and ev.args[1] == "budget":
                 counted.add(ev.job_id)  # killed at the budget: it counted its own time
             else:
                 counted.add(ev.args[1])  # the predecessor it counted
@@ -311,19 +292,9 @@ def _plan_one(
 
 def updated_record(record: str | None, steps: Sequence[Step], *, at: str) -> str | None:
     """The run record with this resume's caps appended under ``resumes``; None if unreadable."""
-    if not record or not steps:
+    if not steps:
         return None
-    try:
-        value = json.loads(record)
-    except ValueError:
-        return None
-    if not isinstance(value, dict):
-        return None
-    resumes = value.get("resumes")
-    resumes = resumes if isinstance(resumes, list) else []
-    resumes.append({"at": at, "chains": [s.to_json() for s in steps]})
-    value["resumes"] = resumes
-    return json.dumps(value) + "\n"
+    return with_resume(record, {"at": at, "chains": [s.to_json() for s in steps]})
 
 
 def act_head(steps: Sequence[Step], benchmarks: Sequence[str]) -> list[str]:

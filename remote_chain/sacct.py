@@ -136,4 +136,4 @@ def parse_sbatch_parsable(text: str) -> JobId | None:
 
 def render_chunks_function() -> str:
     """The bash function ``rc_chunks`` that cuts a list into MAX_LIST_ARG_BYTES arguments."""
-    return render_template("chunks.bash", {"__CHUNK__": str(MAX_LIST_ARG_BYTES)})
+    return render_template("chunks.bash")

@@ -11,9 +11,10 @@ Every value that reaches bash is quoted with ``shlex.quote``: a runner argument 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from remote_chain import layout
 from remote_chain._template import render_template
 from remote_chain.chain import (
     END_OUTCOMES,
@@ -25,11 +26,9 @@ from remote_chain.chain import (
     Counter,
 )
 from remote_chain.durations import format_duration
+from remote_chain.layout import LOGS_DIR
 from remote_chain.models import (
     JOB_ID_ERE,
-    LEASE_LIVE_STATES,
-    QUEUED_STATES,
-    Action,
     EndRecord,
     Executor,
     Outcome,
@@ -37,29 +36,20 @@ from remote_chain.models import (
 )
 from remote_chain.sacct import (
     PROLOGUE_QUERY_TIMEOUT_S,
-    PROLOGUE_SACCT_ARGS,
     PROLOGUE_SBATCH_TIMEOUT_S,
     SBATCH_LIMIT_ERE,
-    SQUEUE_STATE_ARGS,
-    SQUEUE_SUCCESSOR_FORMAT,
 )
 
-# State files, as the spec names them (resumable-runs.md, "What gets resumed").
-CHAIN_FILE = ".gym_job_chain"
-WALLTIME_FILE = ".gym_accumulated_walltime"
-RETRIES_FILE = ".gym_infra_retries"
-# Our additions, beside them: the marker `remote-chain cancel` leaves, an append-only event
-# log that status reads (decisions, successors, runner exits), and the secrets file.
-CANCEL_MARKER = ".remote_chain_cancelled"
-EVENTS_FILE = ".remote_chain_events"
-SECRETS_FILE = ".remote_chain_secrets"
-# Links in a row whose predecessor no source knew (issue 9 class 6), and the runner lease
-# (issue 9 class 2: one runner at a time per benchmark folder).
-UNKNOWN_FILE = ".remote_chain_unknown_links"
-LEASE_FILE = ".remote_chain_lease"
-# Beside the run's benchmark folders, written by submit: sacct's --starttime in the cluster's
-# own clock (a recycled job id cannot match an older job). Owned here, used by bundle too.
-SINCE_FILE = ".remote_chain_since"
+# The run folder's names are layout.py's; these aliases keep this module's importers working.
+CANCEL_MARKER = layout.CANCEL_MARKER
+CHAIN_FILE = layout.CHAIN_FILE
+EVENTS_FILE = layout.EVENTS_FILE
+LEASE_FILE = layout.LEASE_FILE
+RETRIES_FILE = layout.RETRIES_FILE
+SECRETS_FILE = layout.SECRETS_FILE
+SINCE_FILE = layout.SINCE_FILE
+UNKNOWN_FILE = layout.UNKNOWN_FILE
+WALLTIME_FILE = layout.WALLTIME_FILE
 CHAIN_WARNING = "Chain will NOT continue on failure"
 
 ScalarValue = str | int | float | bool | None
@@ -158,7 +148,7 @@ def render_directives(spec: JobSpec) -> list[str]:
     lines = [
         f"#SBATCH --job-name={_directive_value(spec.job_name)}",
         f"#SBATCH --chdir={_directive_value(spec.remote_dir)}",
-        f"#SBATCH --output={_directive_value(spec.remote_dir + '/logs/%j.log')}",
+        f"#SBATCH --output={_directive_value(f'{spec.remote_dir}/{LOGS_DIR}/%j.log')}",
         # A requeued job keeps its id and log file: append, do not truncate the first run's log.
         "#SBATCH --open-mode=append",
         # Issue 9 class 2: a requeue under the same id would race the successor it woke.
@@ -171,11 +161,6 @@ def render_directives(spec: JobSpec) -> list[str]:
             lines.append(f"#SBATCH --{name}={_directive_value(value)}")
     lines += [f"#SBATCH {arg}" for arg in d.extra_args]
     return lines
-
-
-def _case_words(words: Iterable[str]) -> str:
-    """A ``case`` pattern (``A|B|C``) from a set of states or kinds."""
-    return "|".join(sorted(str(w) for w in words))
 
 
 def render_outcome_case() -> str:
@@ -335,29 +320,8 @@ def _runner_lines(spec: JobSpec) -> list[str]:
 
 
 def render_prologue() -> str:
-    """The prologue's functions, with the decision table substituted in from chain.py."""
-    subs = {
-        "__EVENTS__": EVENTS_FILE,
-        "__SINCE__": SINCE_FILE,
-        "__CHAIN__": CHAIN_FILE,
-        "__WALLTIME__": WALLTIME_FILE,
-        "__RETRIES__": RETRIES_FILE,
-        "__UNKNOWN__": UNKNOWN_FILE,
-        "__LEASE__": LEASE_FILE,
-        "__SECRETS__": SECRETS_FILE,
-        "__CANCEL__": CANCEL_MARKER,
-        "__WARNING__": CHAIN_WARNING,
-        "__SACCT_ARGS__": PROLOGUE_SACCT_ARGS,
-        "__SQUEUE_STATE_ARGS__": SQUEUE_STATE_ARGS,
-        "__SQUEUE_SUCC_FORMAT__": SQUEUE_SUCCESSOR_FORMAT,
-        "__QUEUED_STATES__": _case_words(QUEUED_STATES),
-        "__LEASE_LIVE_STATES__": _case_words(LEASE_LIVE_STATES),
-        "__END_KINDS__": _case_words(EndRecord),
-        **{f"__END_{e.name}__": e.value for e in EndRecord},
-        **{f"__{a.name}__": a.value for a in Action},
-        **{f"__{o.name}__": o.value for o in Outcome},
-    }
-    return render_template("prologue.bash", subs)
+    """The prologue's functions, its names substituted in (``_template.template_subs``)."""
+    return render_template("prologue.bash")
 
 
 def render_job_script(spec: JobSpec) -> str:

@@ -15,23 +15,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
-from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
+from remote_chain.layout import (
+    CHAIN_FILE,
+    EVENTS_FILE,
+    EXIT_FILE,
+    FIRST_JOB_FILE,
+    RETRIES_FILE,
+    WALLTIME_FILE,
+)
 from remote_chain.models import JobId, SacctRecord
 from remote_chain.sacct import (
-    SACCT_FIELDS,
-    SQUEUE_FORMAT,
     QueuedJob,
     parse_sacct,
     parse_squeue,
     render_chunks_function,
-)
-from remote_chain.script import (
-    CANCEL_MARKER,
-    CHAIN_FILE,
-    EVENTS_FILE,
-    RETRIES_FILE,
-    SINCE_FILE,
-    WALLTIME_FILE,
 )
 from remote_chain.wire import decode
 
@@ -42,7 +39,7 @@ CHAIN_FILES: dict[str, str] = {
     "retries": RETRIES_FILE,
     "events": EVENTS_FILE,
     "first": FIRST_JOB_FILE,
-    "exit": ".remote_chain_exit",
+    "exit": EXIT_FILE,
 }
 MAX_FILE_BYTES = 1 << 20  # a chain's events file is a few KiB; more means something is wrong
 # Files up to this size are read by bash itself and sent escaped (wire.py), with no process per
@@ -110,25 +107,7 @@ class Snapshot:
 
 
 def render_status_script(targets: Sequence[Target], *, executor: str = "slurm") -> str:
-    reads = "\n    ".join(
-        f'rc_file {kind} "$bench" "$b/{name}"' for kind, name in CHAIN_FILES.items()
-    )
-    body = render_template(
-        "status.bash",
-        {
-            "__RECORD__": RECORD_FILE,
-            "__SINCE__": SINCE_FILE,
-            "__CANCEL__": CANCEL_MARKER,
-            "__CHAIN__": CHAIN_FILE,
-            "__FIRST__": FIRST_JOB_FILE,
-            "__EVENTS__": EVENTS_FILE,
-            "__MAX__": str(MAX_FILE_BYTES),
-            "__INLINE__": str(INLINE_FILE_BYTES),
-            "__SACCT_FIELDS__": ",".join(SACCT_FIELDS),
-            "__SQUEUE_FORMAT__": SQUEUE_FORMAT,
-            "__FILES__": reads,
-        },
-    )
+    body = render_template("status.bash")
     head = [
         f"RC_EXECUTOR={shlex.quote(executor)}",
         "RC_RUN_DIRS=(" + " ".join(shlex.quote(t.run_dir) for t in targets) + ")",

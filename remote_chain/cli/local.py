@@ -23,6 +23,7 @@ from remote_chain.cli.frame import (
 )
 from remote_chain.errors import ConfigError, RemoteError
 from remote_chain.jobscripts import RENDER_RUN_ID
+from remote_chain.layout import JOB_SCRIPT
 
 if TYPE_CHECKING:
     from remote_chain.orchestrator import Orchestrator
@@ -45,7 +46,7 @@ def render(
             "--out",
             metavar="DIR",
             file_okay=False,
-            help="Write DIR/<cluster>/<benchmark>/job.sh instead of printing.",
+            help=f"Write DIR/<cluster>/<benchmark>/{JOB_SCRIPT} instead of printing.",
         ),
     ] = None,
 ) -> None:

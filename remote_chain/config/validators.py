@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationInfo
 
 from remote_chain.durations import MAX_DURATION_S, format_duration, parse_duration
+from remote_chain.layout import OWN_PREFIX, RECORD_FILE, STATE_PREFIX, UPLOADS_DIR
 from remote_chain.models import NAME_RE
 
 MAX_NAME_LEN = 100
@@ -24,8 +25,8 @@ MAX_NAME_LEN = 100
 # the uploads folder, the run record (and its temporary file), and the run's own dot-files
 # (.remote_chain_since, .remote_chain_submit.out, ...). The prefixes are reserved whole, so a
 # file the layout adds later can never land on a benchmark's folder (issue 9, class 9).
-RESERVED_BENCHMARK_NAMES = frozenset({"files", "remote-chain.json"})
-RESERVED_BENCHMARK_PREFIXES = (".remote_chain", ".gym_", "remote-chain.json")
+RESERVED_BENCHMARK_NAMES = frozenset({UPLOADS_DIR, RECORD_FILE})
+RESERVED_BENCHMARK_PREFIXES = (OWN_PREFIX, STATE_PREFIX, RECORD_FILE)
 # Validation-context key set by the loaders: ints in durations are Slurm minutes.
 FROM_FILE = "from_file"
 # The `source` of a config or profile built in Python rather than loaded from a file.

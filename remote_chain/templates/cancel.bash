@@ -23,7 +23,7 @@ names=() benches=()
 if (( ${#RC_BENCHES[@]} == 0 )); then  # no benchmark named: every chain of the run
   # Parameter expansions, not basename/dirname: two processes per chain cost 10,000 chains
   # 30 s of the exec (issue 13, P7).
-  for job in "$RC_RUN_DIR"/*/job.sh; do [[ -e $job ]] && { job=${job%/job.sh}; RC_BENCHES+=("${job##*/}"); }; done
+  for job in "$RC_RUN_DIR"/*/__JOB__; do [[ -e $job ]] && { job=${job%/__JOB__}; RC_BENCHES+=("${job##*/}"); }; done
   rc_emit BENCHES "${RC_BENCHES[*]}"
 fi
 rc_guard_bench "${RC_BENCHES[@]/#/$RC_RUN_DIR/}"

@@ -10,7 +10,7 @@ job=$RC_JOB
 if [[ -z $job && -r $b/__CHAIN__ ]]; then job=$(tail -n 1 "$b/__CHAIN__"); fi
 if [[ -z $job && -r $b/__FIRST__ ]]; then job=$(head -n 1 "$b/__FIRST__"); fi
 [[ $job =~ ^[0-9_+]+$ ]] || { rc_emit NOJOB; exit 0; }
-log="$b/logs/$job.log"
+log="$b/__LOGS__/$job.log"
 rc_guard "$log"
 live=0
 if [[ $RC_EXECUTOR == slurm ]]; then

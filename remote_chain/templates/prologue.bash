@@ -2,7 +2,7 @@
 # substitutes the __NAMES__ (file names, actions, outcomes, Slurm command lines) and prepends the
 # constants and the generated rc_outcome/rc_decide (chain.py's tables): this file is only the
 # I/O around rc_decide (issue 12 point 3).
-RC_SELF="$RC_DIR/job.sh"
+RC_SELF="$RC_DIR/__JOB__"
 # Under the shell executor (no Slurm) the job id is the detached wrapper's pid.
 RC_JOB_ID=${SLURM_JOB_ID:-${RC_SHELL_JOB_ID:-$$}}
 RC_UID=$(id -u)
@@ -40,7 +40,7 @@ rc_cannot_record() {
 # A corrupt state file stops the chain loudly: never a silent reset, never a runaway chain.
 rc_corrupt() {
   rc_log "corrupt state file $1: $2; the chain stops here (fix or remove the file, then remote-chain resume)"
-  rc_event "corrupt_state $1 $2"
+  rc_event "__EV_CORRUPT_STATE__ $1 $2"
   exit 65
 }
 
@@ -159,7 +159,7 @@ rc_lookup_ctld() {
 # The predecessor's own last end record: "end <ok|error|signalled> <status> <elapsed> [SIG]".
 rc_read_end() {
   local kind elapsed
-  read -r kind elapsed < <(awk -v j="$1" '$2 == j && $3 == "end" {k = $4; e = $6} END {print k, e}' __EVENTS__ 2>/dev/null)
+  read -r kind elapsed < <(awk -v j="$1" '$2 == j && $3 == "__EV_END__" {k = $4; e = $6} END {print k, e}' __EVENTS__ 2>/dev/null)
   case "$kind" in
     __END_KINDS__) P_END=$kind ;;
     *) P_END=""; return 0 ;;
@@ -192,12 +192,12 @@ rc_queue_successor() {
     [[ $out =~ $RC_LIMIT_ERE ]] && limit="limit=${BASH_REMATCH[0]// /_} "
     rc_log "WARNING: could not queue a successor: $limit$out"
     rc_log "__WARNING__"
-    rc_event "successor_failed $limit$out" || rc_cannot_record __EVENTS__
+    rc_event "__EV_SUCCESSOR_FAILED__ $limit$out" || rc_cannot_record __EVENTS__
     return 0
   fi
   RC_SUCC=$id
   rc_log "queued successor $id (afternotok:$RC_JOB_ID)"
-  rc_event "successor $id" || rc_cannot_record __EVENTS__
+  rc_event "__EV_SUCCESSOR__ $id" || rc_cannot_record __EVENTS__
 }
 
 rc_find_successor() {
@@ -213,7 +213,7 @@ rc_find_successor() {
 # only a PENDING one is ours to withdraw (a running one carries the chain now).
 rc_successor_alive() {
   local id st
-  id=$(awk -v j="$RC_JOB_ID" '$2 == j && $3 == "successor" {s = $4} END {print s}' __EVENTS__ 2>/dev/null)
+  id=$(awk -v j="$RC_JOB_ID" '$2 == j && $3 == "__EV_SUCCESSOR__" {s = $4} END {print s}' __EVENTS__ 2>/dev/null)
   [[ -n $id ]] || return 1
   st=$(rc_slurm squeue __SQUEUE_STATE_ARGS__ --jobs "$id" 2>/dev/null | head -n 1)
   [[ -n $st ]] || return 1
@@ -225,7 +225,7 @@ rc_successor_alive() {
 # runner. Not trusting --kill-on-invalid-dep, which some sites disable.
 rc_withdraw_successor() {
   [[ -n $RC_SUCC ]] || return 0
-  rc_event "successor_cancelled $RC_SUCC"
+  rc_event "__EV_SUCCESSOR_CANCELLED__ $RC_SUCC"
   rc_slurm scancel "$RC_SUCC" 2>/dev/null || rc_log "could not cancel successor $RC_SUCC"
   RC_SUCC=""
 }
@@ -261,7 +261,7 @@ rc_take_lease() {
         # ...else a filesystem without hard links. Run as before the lease existed rather
         # than stop the chain, and say so.
         rc_log "WARNING: cannot take the runner lease (hard links unsupported here?)"
-        rc_event "lease_unsupported"
+        rc_event "__EV_LEASE_UNSUPPORTED__"
         break
       fi
     fi
@@ -275,7 +275,7 @@ rc_take_lease() {
         if [[ $RC_OWNER == "$owner" ]] && mv -f -- __LEASE__ "__LEASE__.broken.$owner"; then
           rm -f -- "__LEASE__.broken.$owner"
           rc_log "broke the runner lease of job $owner: Slurm says it no longer runs"
-          rc_event "lease_broken $owner"
+          rc_event "__EV_LEASE_BROKEN__ $owner"
         fi
         rmdir -- "__LEASE__.break.$owner" 2>/dev/null
       fi
@@ -317,9 +317,9 @@ rc_on_signal() {
     kill -s "$1" -- "-$RC_RUNNER_PID" 2>/dev/null || kill -s "$1" "$RC_RUNNER_PID" 2>/dev/null
     rc_log "forwarded SIG$1 to the runner"
   fi
-  rc_event "signal $1"
+  rc_event "__EV_SIGNAL__ $1"
   # The allocation may be KILLed after KillWait: record the end now, rewritten at the exit.
-  [[ $1 == TERM ]] && rc_event "end __END_SIGNALLED__ 143 $SECONDS $1"
+  [[ $1 == TERM ]] && rc_event "__EV_END__ __END_SIGNALLED__ 143 $SECONDS $1"
   return 0
 }
 
@@ -372,7 +372,7 @@ rc_on_exit() {
   trap - EXIT
   if [[ $RC_PHASE == prologue ]]; then
     if [[ -n $RC_SIGNAL ]] && (( status > 128 )); then
-      rc_event "end __END_SIGNALLED__ $status $SECONDS $RC_SIGNAL"
+      rc_event "__EV_END__ __END_SIGNALLED__ $status $SECONDS $RC_SIGNAL"
     else
       rc_withdraw_successor
     fi
@@ -410,11 +410,11 @@ rc_main() {
   trap 'rc_on_signal TERM' TERM
   trap 'rc_on_signal INT' INT
   trap rc_on_budget ALRM
-  mkdir -p logs artifacts
+  mkdir -p __LOGS__ __ARTIFACTS__
   # The cancel marker of `remote-chain cancel` is checked before anything else.
   if [[ -e __CANCEL__ ]]; then
     F_CANCEL_REQUESTED=1; rc_decide
-    rc_event "decided $action marker" || rc_cannot_record __EVENTS__
+    rc_event "__EV_DECIDED__ $action marker" || rc_cannot_record __EVENTS__
     rc_act
   fi
   rc_read_chain
@@ -453,7 +453,7 @@ rc_main() {
     RC_CHAIN+=("$RC_JOB_ID")
   fi
   rc_log "predecessor ${pred:-none} state ${P_STATE:-none}${P_END:+ (end record $P_END)}: $action (walltime ${walltime}s, retries $retries)"
-  rc_event "decided $action ${pred:-none} ${P_STATE:-none} $walltime $retries" \
+  rc_event "__EV_DECIDED__ $action ${pred:-none} ${P_STATE:-none} $walltime $retries" \
     || rc_cannot_record __EVENTS__
   rc_act
 
@@ -465,7 +465,7 @@ rc_main() {
   fi
   if [[ -e __CANCEL__ ]]; then
     rc_log "cancel marker found before the runner started: exiting without work"
-    rc_event "decided __STOP_CANCELLED__ marker"
+    rc_event "__EV_DECIDED__ __STOP_CANCELLED__ marker"
     rc_drop_secrets
     exit 0
   fi
@@ -505,7 +505,7 @@ rc_run() {
   export REMOTE_CHAIN_RUN_ID=$RC_RUN_ID REMOTE_CHAIN_BENCHMARK=$RC_BENCHMARK REMOTE_CHAIN_CLUSTER=$RC_CLUSTER
   export REMOTE_CHAIN_ATTEMPT=${#RC_CHAIN[@]}
   if (( ${#RC_CHAIN[@]} > 1 )); then export REMOTE_CHAIN_RESUME=1; else export REMOTE_CHAIN_RESUME=0; fi
-  rc_event "runner_start" || rc_cannot_record __EVENTS__
+  rc_event "__EV_RUNNER_START__" || rc_cannot_record __EVENTS__
   if (( RC_RESUMABLE )) && [[ -n $RC_MAX_WALLTIME ]]; then
     # The cap is enforced to the second by us; Slurm's limit (minutes, checked every ~30 s)
     # is only the backstop lowered above.
@@ -532,14 +532,14 @@ rc_run() {
   fi
   [[ -z $timer ]] || kill "$timer" 2>/dev/null
   [[ -z ${RC_KILLER:-} ]] || kill "$RC_KILLER" 2>/dev/null
-  rc_event "runner_exit $status"
+  rc_event "__EV_RUNNER_EXIT__ $status"
   rc_log "runner exited with status $status${RC_SIGNAL:+ after SIG$RC_SIGNAL}"
   if (( RC_BUDGET_HIT )); then
     walltime=$(( walltime + SECONDS ))
     rc_write __WALLTIME__ "$walltime" || rc_log "could not record the walltime ${walltime}s"
     rc_log "max_walltime reached while running (${walltime}s >= ${RC_MAX_WALLTIME}s): the chain stops"
-    rc_event "end __END_SIGNALLED__ $status $SECONDS budget"
-    rc_event "decided __STOP_WALLTIME__ budget $pred $walltime $retries"
+    rc_event "__EV_END__ __END_SIGNALLED__ $status $SECONDS budget"
+    rc_event "__EV_DECIDED__ __STOP_WALLTIME__ budget $pred $walltime $retries"
     rc_withdraw_successor
     rc_drop_secrets
     exit 0
@@ -551,7 +551,7 @@ rc_run() {
   else
     kind=__END_ERROR__
   fi
-  rc_event "end $kind $status $SECONDS${RC_SIGNAL:+ $RC_SIGNAL}" || rc_log "could not record the end of this link"
+  rc_event "__EV_END__ $kind $status $SECONDS${RC_SIGNAL:+ $RC_SIGNAL}" || rc_log "could not record the end of this link"
   if (( status == 0 )); then rc_withdraw_successor; rc_drop_secrets; fi
   # No successor carries a chain that is not resumable (or runs without Slurm): it ends here,
   # failed or not, so its secrets go (issue 9 class 4).

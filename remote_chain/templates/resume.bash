@@ -17,10 +17,10 @@ rc_fail() { rc_emit FAILED "$1" "$2"; }
 # Write a file atomically (tmp + rename) keeping the mode of the file it replaces.
 rc_write() { printf '%s\n' "$2" > "$1.tmp.$$" && mv -f "$1.tmp.$$" "$1"; }
 rc_read() { local v=""; [[ -e $1 ]] && v=$(<"$1"); v=${v//[[:space:]]/}; printf '%s' "$v"; }
-rc_set_cap() {  # file name value: rewrite the one `NAME=...` line of job.sh
+rc_set_cap() {  # file name value: rewrite the one `NAME=...` line of __JOB__
   local n
   n=$(grep -c -E "^$2=" "$1") || true
-  [[ $n == 1 ]] || { printf 'job.sh has %s lines %s=...' "$n" "$2"; return 1; }
+  [[ $n == 1 ]] || { printf '__JOB__ has %s lines %s=...' "$n" "$2"; return 1; }
   cp -p -- "$1" "$1.tmp.$$" && sed -e "s/^$2=.*/$2=$3/" -- "$1" > "$1.tmp.$$" && mv -f -- "$1.tmp.$$" "$1"
 }
 if [[ -n $RC_RECORD ]]; then
@@ -34,7 +34,7 @@ if [[ -n $RC_RECORD ]]; then
 fi
 for i in "${!RC_BENCHES[@]}"; do
   bench=${RC_BENCHES[$i]} b="$RC_RUN_DIR/${RC_BENCHES[$i]}"
-  if [[ ! -f $b/job.sh ]]; then rc_emit NOBENCH "$bench"; continue; fi
+  if [[ ! -f $b/__JOB__ ]]; then rc_emit NOBENCH "$bench"; continue; fi
   live=$(command squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { rc_fail "$bench" "$live"; continue; }
   live=$(printf '%s\n' "$live" | awk -v d="$b" '$2 == d {print $1}')  # not a twin chain's
   if [[ -n $live ]]; then rc_emit LIVE "$bench" "${live//$'\n'/ }"; continue; fi
@@ -44,8 +44,8 @@ for i in "${!RC_BENCHES[@]}"; do
       rc_emit CHANGED "$bench"; continue
     fi
     err=""
-    [[ ${RC_CAP_WALLTIME[$i]} == keep ]] || err=$(rc_set_cap "$b/job.sh" RC_MAX_WALLTIME "${RC_CAP_WALLTIME[$i]}" 2>&1) || { rc_fail "$bench" "cannot write the cap into job.sh: $err"; continue; }
-    [[ ${RC_CAP_RETRIES[$i]} == keep ]] || err=$(rc_set_cap "$b/job.sh" RC_MAX_RETRIES "${RC_CAP_RETRIES[$i]}" 2>&1) || { rc_fail "$bench" "cannot write the cap into job.sh: $err"; continue; }
+    [[ ${RC_CAP_WALLTIME[$i]} == keep ]] || err=$(rc_set_cap "$b/__JOB__" RC_MAX_WALLTIME "${RC_CAP_WALLTIME[$i]}" 2>&1) || { rc_fail "$bench" "cannot write the cap into __JOB__: $err"; continue; }
+    [[ ${RC_CAP_RETRIES[$i]} == keep ]] || err=$(rc_set_cap "$b/__JOB__" RC_MAX_RETRIES "${RC_CAP_RETRIES[$i]}" 2>&1) || { rc_fail "$bench" "cannot write the cap into __JOB__: $err"; continue; }
     rc_write "$b/__WALLTIME__" "${RC_NEW_WALLTIME[$i]}" || { rc_fail "$bench" "cannot write __WALLTIME__"; continue; }
     rc_write "$b/__RETRIES__" "${RC_NEW_RETRIES[$i]}" || { rc_fail "$bench" "cannot write __RETRIES__"; continue; }
     # A chain stopped on the unknown-links cap starts again from 0 (issue 9 class 6).
@@ -53,13 +53,13 @@ for i in "${!RC_BENCHES[@]}"; do
       rc_write "$b/__UNKNOWN__" 0 || { rc_fail "$bench" "cannot write __UNKNOWN__"; continue; }
     fi
     for counted in ${RC_COUNTED[$i]}; do
-      printf '%s %s __COUNTED__ %s\n' "$(date +%s)" "${counted%%:*}" "${counted#*:}" >> "$b/__EVENTS__"
+      printf '%s %s __EV_COUNTED_BY_RESUME__ %s\n' "$(date +%s)" "${counted%%:*}" "${counted#*:}" >> "$b/__EVENTS__"
     done
   fi
-  out=$(command sbatch --parsable "$b/job.sh" 2>&1)
+  out=$(command sbatch --parsable "$b/__JOB__" 2>&1)
   id=$(printf '%s\n' "$out" | grep -E '^[0-9]+(;.*)?$' | tail -n 1); id=${id%%;*}
   if [[ -n $id ]]; then
-    printf '%s %s resumed_by_user %s\n' "$(date +%s)" "$id" "$(id -un)" >> "$b/__EVENTS__"
+    printf '%s %s __EV_RESUMED_BY_USER__ %s\n' "$(date +%s)" "$id" "$(id -un)" >> "$b/__EVENTS__"
     rc_emit SUBMITTED "$bench" "$id"
   else
     rc_fail "$bench" "$out"

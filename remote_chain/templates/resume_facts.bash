@@ -12,8 +12,8 @@ since=$(head -c 40 "$RC_RUN_DIR/__SINCE__" 2>/dev/null); [[ $since =~ ^[0-9T:-]+
 ids=()
 for bench in "${RC_BENCHES[@]}"; do
   b="$RC_RUN_DIR/$bench"
-  if [[ ! -f $b/job.sh ]]; then rc_emit NOBENCH "$bench"; continue; fi
-  rc_emit CAPS "$bench" "$(grep -E '^RC_(RESUMABLE|MAX_RETRIES|MAX_WALLTIME|MAX_UNKNOWN)=' "$b/job.sh" | tr '\n' ' ')"
+  if [[ ! -f $b/__JOB__ ]]; then rc_emit NOBENCH "$bench"; continue; fi
+  rc_emit CAPS "$bench" "$(grep -E '^RC_(RESUMABLE|MAX_RETRIES|MAX_WALLTIME|MAX_UNKNOWN)=' "$b/__JOB__" | tr '\n' ' ')"
   for kind in chain:__CHAIN__ events:__EVENTS__ walltime:__WALLTIME__ retries:__RETRIES__ unknown:__UNKNOWN__; do
     f="$b/${kind#*:}"
     if [[ -e $f ]]; then rc_emit_file FILE "$bench" "${kind%%:*}" "$f"; fi

@@ -31,7 +31,7 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
     # Benchmark folders: those with a job.sh, and those we may not look into (named below).
     for d in "$dir"/*/; do
       d=${d%/}; [[ ${d##*/} == files ]] && continue
-      if [[ -e $d/job.sh || ! -r $d || ! -x $d ]]; then wanted+=("${d##*/}"); fi
+      if [[ -e $d/__JOB__ || ! -r $d || ! -x $d ]]; then wanted+=("${d##*/}"); fi
     done
   fi
   # One stat for every benchmark folder and file read below.

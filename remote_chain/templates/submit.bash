@@ -49,11 +49,11 @@ rc_start_one() {  # bench: leaves what the scheduler said in $bench/__SBATCH_OUT
     # kept the channel's pipes open would hold the submit's connection until the job ends.
     (cd -- "$bench" || exit
      setsid nohup bash -c \
-      'export RC_SHELL_JOB_ID=$$; exec >"logs/$$.log" 2>&1; bash ./job.sh; echo $? > .remote_chain_exit' \
+      'export RC_SHELL_JOB_ID=$$; exec >"__LOGS__/$$.log" 2>&1; bash ./__JOB__; echo $? > __EXIT__' \
       </dev/null >/dev/null 2>&1 &
      echo $!) > "$bench/__SBATCH_OUT__" 2>&1
   else
-    command sbatch --parsable "$RC_RUN_DIR/$bench/job.sh" > "$bench/__SBATCH_OUT__" 2>&1
+    command sbatch --parsable "$RC_RUN_DIR/$bench/__JOB__" > "$bench/__SBATCH_OUT__" 2>&1
   fi
 }
 rc_collect_one() {
@@ -72,7 +72,7 @@ rc_collect_one() {
 }
 : > __LOG__
 rc_dirs=()
-for bench in "${RC_BENCHMARKS[@]}"; do rc_dirs+=("$bench/logs" "$bench/artifacts"); done
+for bench in "${RC_BENCHMARKS[@]}"; do rc_dirs+=("$bench/__LOGS__" "$bench/__ARTIFACTS__"); done
 mkdir -p -- "${rc_dirs[@]}"
 # The sbatch calls are independent: up to 8 at once (each is one RPC to slurmctld and takes
 # 0.05-0.5 s on a busy cluster; a run of many benchmarks should not pay them in series).
