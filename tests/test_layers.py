@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 PURE = [
+    "layout",
     "models",
     "chain",
     "sacct",

@@ -25,6 +25,7 @@ from pathlib import Path
 from benchlib.common import Ctx, retried, submit_now
 from benchlib.probe import Probe
 from benchlib.stats import Row, Summary, Verdict, plain
+from remote_chain.layout import EVENTS_FILE
 
 CLUSTER = "local"
 PROFILE = "pj"
@@ -78,7 +79,7 @@ def _wait_done(ctx: Ctx, run_dir: Path, names: list[str]) -> bool:
     while time.monotonic() < deadline:
         done = 0
         for n in names:
-            events = run_dir / n / ".remote_chain_events"
+            events = run_dir / n / EVENTS_FILE
             text = events.read_text() if events.exists() else ""
             if "runner_exit 0" in text or "max_retries" in text or "corrupt" in text:
                 done += 1
