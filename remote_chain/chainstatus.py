@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 
 from remote_chain.layout import CHAIN_FILE, RETRIES_FILE, WALLTIME_FILE, EventKind, parse_record
 from remote_chain.limits import refusal_limit
-from remote_chain.models import JOB_ID_RE, NON_TERMINAL_STATES, Action, JobId, SlurmState
+from remote_chain.models import (
+    JOB_ID_RE,
+    NON_TERMINAL_STATES,
+    Action,
+    Executor,
+    JobId,
+    SlurmState,
+)
 from remote_chain.records import Record, json_meta
 from remote_chain.snapshot import ChainFiles, Snapshot
 
@@ -121,7 +128,7 @@ def _chain_ids(files: ChainFiles, problems: list[str]) -> list[JobId]:
 
 
 def derive(
-    cluster: str, files: ChainFiles, snap: Snapshot, *, executor: str = "slurm"
+    cluster: str, files: ChainFiles, snap: Snapshot, *, executor: Executor = "slurm"
 ) -> ChainStatus:
     """The chain's state and jobs, from what one status exec saw."""
     problems: list[str] = []

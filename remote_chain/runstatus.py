@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from remote_chain.chainstatus import ChainStateName, ChainStatus, derive, time_limits
+from remote_chain.models import Executor
 from remote_chain.snapshot import Snapshot
 
 
-def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:
+def statuses(cluster: str, snap: Snapshot, executor: Executor) -> list[ChainStatus]:
     """Every chain of one status exec, as derived from what it read (chainstatus.derive)."""
     out = []
     for run in snap.runs:
@@ -50,7 +51,7 @@ def statuses(cluster: str, snap: Snapshot, executor: str) -> list[ChainStatus]:
     return out
 
 
-def lagging(cluster: str, snap: Snapshot, executor: str) -> bool:
+def lagging(cluster: str, snap: Snapshot, executor: Executor) -> bool:
     """Whether accounting has not caught up: sacct failed, or a chain it should know is
     unknown without an error (retries.accounting_lag polls again)."""
     if executor != "slurm":

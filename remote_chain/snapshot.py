@@ -23,7 +23,7 @@ from remote_chain.layout import (
     RETRIES_FILE,
     WALLTIME_FILE,
 )
-from remote_chain.models import JobId, SacctRecord
+from remote_chain.models import Executor, JobId, SacctRecord
 from remote_chain.sacct import (
     QueuedJob,
     parse_sacct,
@@ -106,7 +106,7 @@ class Snapshot:
         return out
 
 
-def render_status_script(targets: Sequence[Target], *, executor: str = "slurm") -> str:
+def render_status_script(targets: Sequence[Target], *, executor: Executor = "slurm") -> str:
     body = render_template("status.bash")
     head = [
         f"RC_EXECUTOR={shlex.quote(executor)}",
