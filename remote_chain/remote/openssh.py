@@ -13,7 +13,7 @@ import math
 import shlex
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -192,10 +192,18 @@ async def _run_ssh(
     limit: float,
     doing: Literal["connect", "command"],
 ) -> subprocess.CompletedProcess[bytes]:
+    with _mapped(endpoint, doing, limit), anyio.fail_after(limit):
+        # On timeout run_process kills ssh, which closes the multiplexed session.
+        return await anyio.run_process(argv, input=stdin, check=False)
+
+
+@contextlib.contextmanager
+def _mapped(
+    endpoint: Endpoint, doing: Literal["connect", "command"], limit: float
+) -> Iterator[None]:
+    """Running ``ssh`` itself failed: our errors, naming the cluster (one mapping for both)."""
     try:
-        with anyio.fail_after(limit):
-            # On timeout run_process kills ssh, which closes the multiplexed session.
-            return await anyio.run_process(argv, input=stdin, check=False)
+        yield
     except TimeoutError as exc:  # before OSError: TimeoutError is an OSError
         raise RemoteTimeout(
             f"{doing} on {endpoint.host} took longer than {limit:g} s", host=endpoint.name
@@ -228,7 +236,7 @@ async def _run_capped(
 ) -> tuple[bytes, bytes, int]:
     """``ssh`` with ``stdin``, its output capped at the endpoint's ``max_output_bytes``."""
     cap = endpoint.max_output_bytes
-    try:
+    with _mapped(endpoint, "command", limit):
         with anyio.fail_after(limit):
             # On timeout the process is killed on leaving the block, closing the session.
             async with await anyio.open_process(argv) as process:
@@ -247,14 +255,6 @@ async def _run_capped(
                 if budget[0] < 0:
                     raise output_too_large(endpoint.name, cap)
                 return bytes(out), bytes(err), returncode
-    except TimeoutError as exc:  # before OSError: TimeoutError is an OSError
-        raise RemoteTimeout(
-            f"command on {endpoint.host} took longer than {limit:g} s", host=endpoint.name
-        ) from exc
-    except FileNotFoundError as exc:
-        raise RemoteError(f"`{SSH}` not found on PATH: {exc}", host=endpoint.name) from exc
-    except OSError as exc:
-        raise ConnectError(f"cannot run `{SSH}`: {exc}", host=endpoint.name) from exc
 
 
 async def _ssh_g(endpoint: Endpoint, host: str, options: Sequence[str]) -> dict[str, list[str]]:
