@@ -9,8 +9,10 @@ rc_run() { timeout 10 "$@" 2>&1; }
 rc_check login ok "$(id -un) on $(hostname)"
 rc_fact login_shell 0 "$(getent passwd "$(id -un)" 2>/dev/null | cut -d: -f7)"
 if [[ $RC_EXECUTOR == slurm ]]; then
+  # type -P: the file on PATH that `command sbatch` runs; a function or alias of that name in
+  # the login files is not Slurm (issue 14: functions must not stand in for Slurm).
   for cmd in sbatch sacct squeue scancel scontrol; do
-    if p=$(command -v "$cmd"); then rc_check "command:$cmd" ok "$p"; else rc_check "command:$cmd" fail "not on PATH"; fi
+    if p=$(type -P "$cmd"); then rc_check "command:$cmd" ok "$p"; else rc_check "command:$cmd" fail "not on PATH"; fi
   done
   out=$(rc_run sbatch --version); rc_fact version $? "$out"
   out=$(rc_run scontrol show config); rc_fact config $? "$out"
@@ -26,7 +28,7 @@ if [[ $RC_EXECUTOR == slurm ]]; then
       rc_check partition fail "$out"
     fi
   fi
-  if command -v sacctmgr >/dev/null; then
+  if type -P sacctmgr >/dev/null; then
     out=$(rc_run sacctmgr -nP show assoc where user="$(id -un)" format="$RC_ASSOC_FORMAT"); rc_fact assoc $? "$out"
     out=$(rc_run sacctmgr -nP show qos format="$RC_QOS_FORMAT"); rc_fact qos $? "$out"
   fi
