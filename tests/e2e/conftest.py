@@ -304,6 +304,21 @@ def write_config(folder: Path, benchmarks: Mapping[str, object]) -> Path:
     return path
 
 
+def submit_one(
+    dev: devcluster.DevCluster,
+    folder: Path,
+    cluster: str,
+    benchmark: str,
+    spec: dict[str, object],
+    *,
+    clusters_dir: Path | None = None,
+) -> Chain:
+    """Submit one benchmark as its own run; its chain."""
+    client = Client(clusters_dir or dev.clusters_dir, folder / "state")
+    result = client.submit(write_config(folder / "run", {benchmark: spec}), [cluster])
+    return client.chains(result)[benchmark]
+
+
 def write_profile(
     dev: devcluster.DevCluster,
     cluster: str,

@@ -35,6 +35,7 @@ from .conftest import (
     node_state,
     slurm_ok,
     squeue_state,
+    submit_one,
     wait_for,
     write_config,
     write_profile,
@@ -97,21 +98,6 @@ def waiting(
 def local(waiting: dict[str, dict[str, Chain]], version: Version) -> dict[str, Chain]:
     """The waiting-only scenarios of one release; benchmark name -> chain."""
     return waiting[version.cluster]
-
-
-def submit_one(
-    dev: devcluster.DevCluster,
-    folder: Path,
-    cluster: str,
-    benchmark: str,
-    spec: dict[str, object],
-    *,
-    clusters_dir: Path | None = None,
-) -> Chain:
-    """Submit one benchmark as its own run; its chain."""
-    client = Client(clusters_dir or dev.clusters_dir, folder / "state")
-    result = client.submit(write_config(folder / "run", {benchmark: spec}), [cluster])
-    return client.chains(result)[benchmark]
 
 
 def _break_successor_submission(chain: Chain) -> None:

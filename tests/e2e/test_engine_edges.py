@@ -34,6 +34,7 @@ from .conftest import (
     node_of,
     slurm_ok,
     squeue_state,
+    submit_one,
     wait_for,
     write_config,
     write_profile,
@@ -44,20 +45,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 NOACCT = "localnoacct"  # the dev cluster's Slurm without accounting (no slurmdbd)
 # Time to edit job.sh before the first link queues its successor from it.
 EDIT_WINDOW = ["--begin=now+20"]
-
-
-def submit_one(
-    dev: devcluster.DevCluster,
-    folder: Path,
-    cluster: str,
-    name: str,
-    spec: dict[str, object],
-    *,
-    clusters_dir: Path | None = None,
-) -> Chain:
-    client = Client(clusters_dir or dev.clusters_dir, folder / "state")
-    result = client.submit(write_config(folder / "run", {name: spec}), [cluster])
-    return client.chains(result)[name]
 
 
 def edit_job_sh(chain: Chain, before_main: str = "", runner: str = "", **consts: str) -> None:
