@@ -88,7 +88,11 @@ def test_requeue_mid_chain_counts_every_run_and_never_overlaps(
 ) -> None:
     """`[slurm] requeue = true`; link 1 requeued mid-run (scontrol requeue; preemption in the
     `requeue` partition), then TIMEOUT: both runs counted, the runner never twice at once."""
-    spec = {"resumable": True, "run": {"items": 40, "sleep": 2}, "slurm": {"time": "1"}}
+    # 120 s of work: the requeued run restarts with ~116 s left, more than the 60-90 s a 1-minute
+    # limit lets a job live (slurmctld checks time limits every 30 s), so a TIMEOUT always follows.
+    # With 80 s of work the restarted run sometimes finished first and no link 2 was ever queued.
+    items = 60
+    spec = {"resumable": True, "run": {"items": items, "sleep": 2}, "slurm": {"time": "1"}}
     chains: dict[str, Chain] = {}
     for kind, cluster, slurm in (
         ("scontrol", version.cluster, {"requeue": True}),
@@ -129,7 +133,7 @@ def test_requeue_mid_chain_counts_every_run_and_never_overlaps(
         assert int(counted) == sum(r.elapsed_s for r in runs), chain.describe()
         assert chain.retries() == 0, chain.describe()
         runner_overlaps(chain)
-        assert_items_once(chain, 40)
+        assert_items_once(chain, items)
 
 
 # --- checkpoint signals -----------------------------------------------------------------------
@@ -137,7 +141,7 @@ def test_batch_warning_signal_resumes_without_a_retry(
     dev: devcluster.DevCluster, tmp_path: Path, version: Version
 ) -> None:
     """`--signal=B:USR1@60` reaches the runner; the link ends signalled; the next resumes free."""
-    items = 45
+    items = 50  # 100 s: past the 60-90 s at which slurmctld's 30 s time-limit sweep signals
     spec = {
         "resumable": {"max_retries": 0},  # a retry spent would end the chain with an error
         "run": {"items": items, "sleep": 2},
@@ -271,12 +275,12 @@ def test_no_accounting_unknown_links_stop_at_the_cap_and_timeout_completes(
     assert NOACCT not in dev.accounting
     folder = tmp_path / "run"
     client = Client(dev.clusters_dir, tmp_path / "state")
-    # 90 s of work under a 1-minute limit (TIMEOUT lands 60-80 s after start): one TIMEOUT.
+    # 100 s of work under a 1-minute limit (TIMEOUT lands 60-90 s after start): one TIMEOUT.
     result = client.submit(
         write_config(folder, {
             "ghost": {"resumable": True, "run": {"items": 3, "sleep": 1, "fail_first": 1},
                       "slurm": {"extra_args": EDIT_WINDOW}},
-            "timeout": {"resumable": True, "run": {"items": 45, "sleep": 2},
+            "timeout": {"resumable": True, "run": {"items": 50, "sleep": 2},
                         "slurm": {"time": "1"}},
         }),
         [NOACCT],
@@ -321,7 +325,7 @@ def test_no_accounting_unknown_links_stop_at_the_cap_and_timeout_completes(
     assert timeout.retries() == 0
     unknown = timeout.remote_dir / UNKNOWN_FILE
     assert not unknown.exists() or unknown.read_text().strip() == "0"
-    assert_items_once(timeout, 45)
+    assert_items_once(timeout, 50)
 
 
 def _conf_value(cluster: str, key: str) -> str:
