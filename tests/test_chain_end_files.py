@@ -10,11 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_bundle import QUERY, SBATCH, bundle, run
-from test_guard import run_status
+from test_guard import make_stubs, run_status, submitted_run
 
 from remote_chain.actions import parse_cancel_output, render_cancel_script, render_resume_script
-from remote_chain.bundle import render_submit_script
 from remote_chain.chainstatus import ChainStateName
 from remote_chain.resumecaps import ChainFacts, ResumeCaps, ResumeFacts, act_head, plan_resume
 from remote_chain.script import RETRIES_FILE, SECRETS_FILE, UNKNOWN_FILE, WALLTIME_FILE
@@ -22,23 +20,12 @@ from remote_chain.script import RETRIES_FILE, SECRETS_FILE, UNKNOWN_FILE, WALLTI
 
 @pytest.fixture
 def stubs(tmp_path: Path) -> Path:
-    d = tmp_path / "stubs"
-    d.mkdir()
-    (d / "sbatch").write_text(SBATCH)
-    for name in ("sacct", "squeue", "scancel"):
-        (d / name).write_text(QUERY)
-    for f in d.iterdir():
-        f.chmod(0o755)
-    (d / "squeue.out").write_text("")
-    return d
+    return make_stubs(tmp_path)
 
 
 @pytest.fixture
 def run_dir(tmp_path: Path, stubs: Path) -> Path:
-    b = bundle(tmp_path)
-    run(render_submit_script(b), stubs)
-    (stubs / "calls").unlink()
-    return Path(b.run_dir)
+    return submitted_run(tmp_path, stubs)
 
 
 def _secrets(run_dir: Path, bench: str) -> Path:

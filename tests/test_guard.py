@@ -35,9 +35,8 @@ def run_status(script: str, stub_dir: Path) -> tuple[int, str, str]:
     return status, payload, proc.stderr
 
 
-@pytest.fixture
-def stubs(tmp_path: Path) -> Path:
-    """sbatch, sacct and squeue stubs that log their calls (as in test_bundle)."""
+def make_stubs(tmp_path: Path) -> Path:
+    """sbatch, sacct, squeue and scancel stubs that log their calls (as in test_bundle)."""
     d = tmp_path / "stubs"
     d.mkdir()
     (d / "sbatch").write_text(SBATCH)
@@ -49,13 +48,22 @@ def stubs(tmp_path: Path) -> Path:
     return d
 
 
-@pytest.fixture
-def run_dir(tmp_path: Path, stubs: Path) -> Path:
-    """A run submitted by us, with two benchmarks a and b."""
+def submitted_run(tmp_path: Path, stubs: Path) -> Path:
+    """A run submitted by us, with two benchmarks a and b; the stubs' call log emptied."""
     b = bundle(tmp_path)
     run(render_submit_script(b), stubs)
     (stubs / "calls").unlink()
     return Path(b.run_dir)
+
+
+@pytest.fixture
+def stubs(tmp_path: Path) -> Path:
+    return make_stubs(tmp_path)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, stubs: Path) -> Path:
+    return submitted_run(tmp_path, stubs)
 
 
 def _scripts(run_dir: Path) -> dict[str, str]:
