@@ -295,6 +295,8 @@ def _constants(spec: JobSpec) -> list[str]:
         ("RC_QUERY_TIMEOUT", PROLOGUE_QUERY_TIMEOUT_S),
         ("RC_SBATCH_TIMEOUT", PROLOGUE_SBATCH_TIMEOUT_S),
         ("RC_KILL_AFTER", 15),  # seconds from the budget's TERM to KILL, as `timeout -k` had
+        # Minutes after which a lease's break folder is a dead breaker's (a break takes ms).
+        ("RC_BREAK_STALE", 10),
         ("RC_JOB_NAME", spec.job_name),
         ("RC_SECRETS", 1 if spec.secret_env_names else 0),
         ("RC_JOB_ID_ERE", JOB_ID_ERE),

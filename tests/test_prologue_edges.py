@@ -8,6 +8,7 @@ classes touch are in tests/test_prologue.py's differential cases against decide(
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -196,6 +197,46 @@ def test_a_dead_owners_lease_is_broken_by_rename(tmp_path: Path) -> None:
     assert (bench / "runner_started").exists()
     leftovers = [p.name for p in bench.iterdir() if p.name.startswith(LEASE_FILE)]
     assert leftovers == []
+
+
+def _break_folder(age_s: float) -> Callable[[Path, Path], None]:
+    """A ``prepare`` hook: the dead owner 40's lease being broken by someone, ``age_s`` ago."""
+
+    def prepare(bench: Path, _stubs: Path) -> None:
+        folder = bench / f"{LEASE_FILE}.break.40"
+        folder.mkdir()
+        then = time.time() - age_s
+        os.utime(folder, (then, then))
+
+    return prepare
+
+
+def test_a_dead_breakers_folder_is_removed_and_the_lease_broken(tmp_path: Path) -> None:
+    """A break folder 11 minutes old is a breaker killed mid-break: removed, the lease broken."""
+    case = Case("TIMEOUT", lease_owner="40")
+    proc, bench, _ = run_prologue(tmp_path, case, prepare=_break_folder(11 * 60))
+    assert proc.returncode == 0, proc.stderr
+    assert "removed the runner lease's break folder of job 40" in proc.stderr
+    assert ["lease_broken", "40"] in [e[2:] for e in events(bench)]
+    assert (bench / "runner_started").exists()
+    assert [p.name for p in bench.iterdir() if p.name.startswith(LEASE_FILE)] == []
+
+
+def test_a_break_in_progress_is_waited_for_without_spinning(tmp_path: Path) -> None:
+    """A fresh break folder (another link mid-break that never finishes here): the link waits
+    its lookup window, asking squeue once per interval (it once asked without pause), and
+    yields."""
+    case = Case("TIMEOUT", lease_owner="40")
+    edit = lambda text: set_const("RC_LOOKUP_INTERVAL", "1")(  # noqa: E731
+        set_const("RC_LOOKUP_TIMEOUT", "3")(text)
+    )
+    proc, bench, stubs = run_prologue(tmp_path, case, prepare=_break_folder(5), edit=edit)
+    assert proc.returncode == 0, proc.stderr
+    assert decided_action(bench) == "yield"
+    asked = [c for c in stub_calls(stubs) if c.startswith("squeue") and " 40" in c]
+    assert 1 <= len(asked) <= 6, asked
+    assert (bench / f"{LEASE_FILE}.break.40").is_dir()  # another's, left alone
+    assert (bench / LEASE_FILE).read_text() == "40\n"
 
 
 def test_a_live_owner_keeps_the_chain(tmp_path: Path) -> None:

@@ -278,8 +278,18 @@ rc_take_lease() {
           rc_event "__EV_LEASE_BROKEN__ $owner"
         fi
         rmdir -- "__LEASE__.break.$owner" 2>/dev/null
+        continue
       fi
-      continue
+      # Another link is breaking it (a moment: mkdir to rmdir), or a breaker died in between
+      # and left its folder. A break takes milliseconds, so one older than RC_BREAK_STALE
+      # minutes (NFS clocks may differ by a few) is a dead breaker's: remove it, try again.
+      # Never `continue` without this: a left-over folder once made the loop ask squeue
+      # without pause until the time limit.
+      if [[ -n $(find "__LEASE__.break.$RC_OWNER" -maxdepth 0 -mmin "+$RC_BREAK_STALE" 2>/dev/null) ]] \
+        && rmdir -- "__LEASE__.break.$RC_OWNER" 2>/dev/null; then
+        rc_log "removed the runner lease's break folder of job $RC_OWNER: older than ${RC_BREAK_STALE} min"
+        continue
+      fi
     fi
     if (( SECONDS >= deadline )); then F_LEASE_HELD=1; break; fi
     sleep "$RC_LOOKUP_INTERVAL"
