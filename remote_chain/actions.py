@@ -114,6 +114,10 @@ def parse_resume_output(text: str) -> ResumeAnswer:
             answer.refused[parts[1]] = parts[2].strip()[:500] or "sbatch failed"
         elif parts[0] == "CHANGED" and len(parts) == 2:
             answer.refused[parts[1]] = "its state files changed while resuming: try again"
+        elif parts[0] == "NOSECRETS" and len(parts) == 2:
+            answer.refused[parts[1]] = (
+                "its secrets were removed when the chain ended: submit it again to send them"
+            )
         elif parts[0] == "NORECORD":
             answer.warnings.append("the run record changed meanwhile: the new caps are not in it")
     return answer

@@ -12,10 +12,23 @@ from pathlib import Path
 import pytest
 from test_guard import make_stubs, run_status, submitted_run
 
-from remote_chain.actions import parse_cancel_output, render_cancel_script, render_resume_script
+from remote_chain.actions import (
+    parse_cancel_output,
+    parse_resume_output,
+    render_cancel_script,
+    render_resume_script,
+)
 from remote_chain.chainstatus import ChainStateName
+from remote_chain.models import ResumePolicy
 from remote_chain.resumecaps import ChainFacts, ResumeCaps, ResumeFacts, act_head, plan_resume
-from remote_chain.script import RETRIES_FILE, SECRETS_FILE, UNKNOWN_FILE, WALLTIME_FILE
+from remote_chain.script import (
+    RETRIES_FILE,
+    SECRETS_FILE,
+    UNKNOWN_FILE,
+    WALLTIME_FILE,
+    JobSpec,
+    render_job_script,
+)
 
 
 @pytest.fixture
@@ -137,3 +150,40 @@ def test_resume_sees_a_counter_changed_since_it_was_read(run_dir: Path, stubs: P
     assert status == 0
     assert "CHANGED\ta" in payload
     assert (run_dir / "a" / UNKNOWN_FILE).read_text() == "4\n"
+
+
+def _with_secrets(run_dir: Path, bench: str) -> None:
+    """The benchmark's job.sh marked as a real one rendered with secrets is (checked here)."""
+    spec = JobSpec(
+        run_id="rc-1",
+        cluster="c1",
+        benchmark=bench,
+        remote_dir=str(run_dir / bench),
+        argv=("true",),
+        secret_env_names=("TOKEN",),
+        policy=ResumePolicy(),
+    )
+    assert "\nRC_SECRETS=1\n" in render_job_script(spec)
+    job = run_dir / bench / "job.sh"
+    job.write_text(job.read_text() + "RC_SECRETS=1\n")
+
+
+def test_resume_refuses_a_chain_whose_secrets_are_gone(run_dir: Path, stubs: Path) -> None:
+    """Submitted with secrets, removed when it ended: queued again it would run without them.
+    Refused by name, nothing queued or written; a chain whose secrets are there resumes."""
+    _with_secrets(run_dir, "a")
+    _with_secrets(run_dir, "b")
+    (run_dir / "a" / SECRETS_FILE).unlink()  # as the chain's end removed it
+    _secrets(run_dir, "b")
+    before = (run_dir / "a" / "job.sh").read_bytes()
+    status, payload, stderr = run_status(
+        render_resume_script("rc-1", str(run_dir), ["a", "b"]), stubs
+    )
+    assert status == 0, stderr
+    answer = parse_resume_output(payload)
+    assert "secrets were removed" in answer.refused["a"], answer
+    assert list(answer.submitted) == ["b"], answer
+    assert [c for c in (stubs / "calls").read_text().splitlines() if c.startswith("sbatch")] == [
+        f"sbatch --parsable {run_dir / 'b' / 'job.sh'}"
+    ]
+    assert (run_dir / "a" / "job.sh").read_bytes() == before

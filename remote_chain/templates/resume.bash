@@ -38,6 +38,11 @@ for i in "${!RC_BENCHES[@]}"; do
   live=$(command squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { rc_fail "$bench" "$live"; continue; }
   live=$(printf '%s\n' "$live" | awk -v d="$b" '$2 == d {print $1}')  # not a twin chain's
   if [[ -n $live ]]; then rc_emit LIVE "$bench" "${live//$'\n'/ }"; continue; fi
+  # A chain submitted with secrets whose file went when it ended (issue 9 class 4): queued
+  # again it would run without them and spend its links failing. Refused, nothing written.
+  if grep -q -x 'RC_SECRETS=1' "$b/__JOB__" && [[ ! -f $b/__SECRETS__ ]]; then
+    rc_emit NOSECRETS "$bench"; continue
+  fi
   if [[ ${RC_STEP[$i]} == caps ]]; then
     if [[ $(rc_read "$b/__WALLTIME__") != "${RC_OLD_WALLTIME[$i]}" || $(rc_read "$b/__RETRIES__") != "${RC_OLD_RETRIES[$i]}" \
         || $(rc_read "$b/__UNKNOWN__") != "${RC_OLD_UNKNOWN[$i]}" ]]; then
