@@ -388,9 +388,12 @@ def test_cancel_one_benchmark_leaves_the_others(world: World) -> None:
     assert world.cluster("eos").queue() == {ids["gpqa"]: "PENDING"}
 
 
+NO_SECRET = CONFIG.replace(f"    TOKEN: {{value: {SECRET}, secret: true}}\n", "")
+
+
 def test_resume_requeues_a_failed_chain(world: World) -> None:
     """A chain that ended failed is queued again in its folder; resume exits 0."""
-    world.config.write_text(CONFIG.replace("echo hello-from-the-job", "exit 3"))
+    world.config.write_text(NO_SECRET.replace("echo hello-from-the-job", "exit 3"))
     run_id = _run_id(world.submit(extra=("--benchmark", "smoke")))
     eos = world.cluster("eos")
     eos.run_job("1001")
@@ -404,6 +407,19 @@ def test_resume_requeues_a_failed_chain(world: World) -> None:
         "caps": None,  # not resumable: no caps to keep
     }
     assert eos.job("1002").script == eos.job("1001").script
+
+
+def test_resume_refuses_a_chain_whose_secrets_went_with_its_end(world: World) -> None:
+    """Its secrets were removed when it failed: queued again it would run without them.
+    Refused with exit 1, the reason in the JSON, nothing queued."""
+    world.config.write_text(CONFIG.replace("echo hello-from-the-job", "exit 3"))
+    run_id = _run_id(world.submit(extra=("--benchmark", "smoke")))
+    eos = world.cluster("eos")
+    eos.run_job("1001")
+    (entry,) = _items(world.json("resume", run_id, code=1), "resumed")
+    assert entry["job_id"] is None
+    assert "secrets were removed" in str(entry["error"])
+    assert len(eos.calls("sbatch")) == 1
 
 
 def test_resume_refuses_a_live_chain_with_exit_1(world: World) -> None:

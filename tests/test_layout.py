@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_cli import CONFIG, World, _chains, _items, _run_id, world  # noqa: F401 (the fixture)
+from test_cli import CONFIG, NO_SECRET, World, _chains, _items, _run_id, world  # noqa: F401 (the fixture)
 
 from remote_chain import layout
 from remote_chain._template import PER_RENDER, PLACEHOLDER, render_template, template_subs
@@ -223,8 +223,8 @@ def test_status_logs_resume_cancel_read_a_version_1_run_folder(
 ) -> None:
     """A chain submitted before schema_version existed: its record is rewritten in the
     version-1 shape, and every command still reads the folder and the record."""
-    world.config.write_text(
-        CONFIG.replace('"echo hello-from-the-job"', '"echo hello-from-the-job; exit 3"')
+    world.config.write_text(  # no secret: a failed chain's secrets are gone, resume refuses it
+        NO_SECRET.replace('"echo hello-from-the-job"', '"echo hello-from-the-job; exit 3"')
     )
     submitted = world.submit()
     run_id = _run_id(submitted)
