@@ -15,10 +15,11 @@ import pytest
 
 from remote_chain.cluster import endpoint_for
 from remote_chain.config import find_profile
-from remote_chain.errors import ConnectError
+from remote_chain.errors import ConnectError, RemoteTimeout
 from remote_chain.orchestrator import Orchestrator
 from remote_chain.remote import agent, open_remote
 from remote_chain.remote.endpoint import Endpoint
+from remote_chain.remote.ssh import SshRemote
 from remote_chain.settings import Settings
 
 from .conftest import write_config, write_profile
@@ -100,3 +101,55 @@ def test_agent_killed_mid_command(
 
     stdout, _ = anyio.run(flow, backend="asyncio")
     assert stdout == "direct\n"
+
+
+def test_polls_go_over_the_shell_channel_and_survive_its_death(
+    dev: devcluster.DevCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent answers over its persistent shell channel (the same bytes as an exec);
+    the remote loop killed by PID costs a new channel, not the command; a timeout discards
+    the channel and the next command gets a new one."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    folder = tmp_path / "kept"
+    write_profile(dev, CLUSTER, folder, top={"persist": "2m"})
+    endpoint = dataclasses.replace(_endpoint(folder, tmp_path / "state"), command_timeout=60)
+    script = "echo out; echo err >&2; squeue --me --noheader -o %i >/dev/null; exit 4"
+
+    async def shell_pid() -> int:
+        for _ in range(50):  # the agent opens the channel just after it says READY
+            answer = await agent.request(agent.socket_path(endpoint), {"op": "ping"})
+            assert answer is not None
+            if answer.get("shell_pid"):
+                return int(answer["shell_pid"])
+            await anyio.sleep(0.1)
+        raise AssertionError("the agent opened no shell channel")
+
+    async def flow() -> tuple[list[object], int]:
+        async with await open_remote(endpoint) as remote:
+            assert isinstance(remote, agent.AgentRemote)
+            first = await remote.run(script)
+            pid = await shell_pid()
+            os.kill(pid, signal.SIGKILL)  # the login node's loop, by PID (same machine here)
+            await anyio.sleep(0.3)
+            second = await remote.run(script)
+            pid2 = await shell_pid()
+            assert pid2 != pid
+            with pytest.raises(RemoteTimeout):
+                await remote.run("sleep 5; echo late", timeout=1)
+            third = await remote.run(script)
+            pid3 = await shell_pid()
+            assert pid3 not in (pid, pid2)
+            answer = await agent.request(agent.socket_path(endpoint), {"op": "ping"})
+            assert answer is not None
+            return [first, second, third], int(answer["pid"])
+
+    async def direct() -> object:
+        async with await SshRemote.open(endpoint) as remote:
+            return await remote.run(script)
+
+    results, agent_pid = anyio.run(flow, backend="asyncio")
+    try:
+        want = anyio.run(direct, backend="asyncio")
+        assert results == [want, want, want]
+    finally:
+        os.kill(agent_pid, signal.SIGTERM)
