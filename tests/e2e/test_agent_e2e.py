@@ -17,8 +17,9 @@ from remote_chain.cluster import endpoint_for
 from remote_chain.config import find_profile
 from remote_chain.errors import ConnectError, RemoteTimeout
 from remote_chain.orchestrator import Orchestrator
-from remote_chain.remote import agent, open_remote
+from remote_chain.remote import CommandResult, agent, open_remote
 from remote_chain.remote.endpoint import Endpoint
+from remote_chain.remote.shell import ShellRemote
 from remote_chain.remote.ssh import SshRemote
 from remote_chain.settings import Settings
 
@@ -153,3 +154,33 @@ def test_polls_go_over_the_shell_channel_and_survive_its_death(
         assert results == [want, want, want]
     finally:
         os.kill(agent_pid, signal.SIGTERM)
+
+
+def test_the_shell_channel_starts_as_an_exec_does_for_tcsh_and_zsh_users(
+    dev: devcluster.DevCluster, tmp_path: Path
+) -> None:
+    """The loop is started by the user's login shell as `bash -l -s`, as every exec is: for a
+    tcsh or zsh user whose rc file alone puts Slurm on PATH (issue 10/11), a request over the
+    channel finds squeue where an exec finds it, with the same PATH."""
+    assert dev.shell_profiles, "the dev cluster has no tcsh/zsh users"
+    script = "command -v squeue; echo $PATH; squeue --me --noheader -o %i | wc -l"
+
+    async def compare(name: str) -> tuple[object, object, object]:
+        endpoint = endpoint_for(
+            find_profile(name, clusters_dirs=[dev.clusters_dir]),
+            Settings(state_dir=tmp_path / "state"),
+        )
+        async with await SshRemote.open(endpoint) as direct:
+            want = await direct.run(script)
+        async with ShellRemote(await SshRemote.open(endpoint)) as shell:
+            await shell.warm()
+            assert shell.shell_pid is not None
+            return want, await shell.run(script), await shell.run(script)
+
+    for name in dev.shell_profiles:
+        want, first, second = anyio.run(compare, name, backend="asyncio")
+        assert isinstance(want, CommandResult)
+        assert want.exit_status == 0, want
+        for got in (first, second):
+            assert isinstance(got, CommandResult)
+            assert (got.exit_status, got.stdout, got.stderr) == (0, want.stdout, want.stderr)
