@@ -20,11 +20,9 @@ from remote_chain.remote.shell import ShellRemote
 from remote_chain.remote.shellframe import (
     DONE_MARKER,
     frame_request,
+    parse_reply,
     ready_pid,
     shell_loop,
-    split_reply,
-    stderr_done,
-    stdout_done,
 )
 from remote_chain.remote.ssh import SshRemote
 
@@ -53,16 +51,17 @@ def test_a_nonce_that_is_not_128_bit_hex_is_refused(nonce: str) -> None:
 
 def test_done_lines_of_another_nonce_are_payload() -> None:
     nonce, other = secrets.token_hex(16), secrets.token_hex(16)
-    out = f"a\n{DONE_MARKER}{other} 0\nb\n{DONE_MARKER}{nonce} 0\nnext".encode()
-    assert stdout_done(out, other) == 1
-    assert split_reply(out, stdout_done(out, nonce)) == (
-        f"a\n{DONE_MARKER}{other} 0\nb".encode(),
+    err = f"e\n{DONE_MARKER}{nonce} 0 0\n".encode()  # stderr is cut by length, not searched
+    out = f"a\n{DONE_MARKER}{other} 0 1\nb\n{DONE_MARKER}{nonce} 3 {len(err)}\n".encode()
+    whole = out + err + b"next"
+    assert parse_reply(whole, nonce) == (
+        f"a\n{DONE_MARKER}{other} 0 1\nb".encode(),
+        err,
         b"next",
     )
-    assert stdout_done(out[:-6], nonce) is None  # the line not complete yet
-    err = f"e\n{DONE_MARKER}{nonce}\n".encode()
-    assert split_reply(err, stderr_done(err, nonce)) == (b"e", b"")
-    assert stderr_done(err, other) is None
+    for cut in range(len(out) + len(err)):  # nothing until every announced byte came
+        assert parse_reply(whole[:cut], nonce) is None
+    assert parse_reply(whole, nonce, since=len(whole) - 4) is None
     ready = b"motd\n__REMOTE_CHAIN_SHELL_" + nonce.encode() + b" 42\n"
     assert ready_pid(ready + b"rest", nonce) == (42, b"motdrest")
 
@@ -75,14 +74,13 @@ def _local_loop(scripts: list[str]) -> list[CommandResult]:
     done = subprocess.run(["bash", "-s"], input=stdin, capture_output=True, timeout=30, check=True)
     found = ready_pid(done.stdout, ready)
     assert found is not None
-    out, err = found[1], done.stderr
+    out = found[1]
+    assert done.stderr == b""
     results = []
     for _, nonce in wrapped:
-        out_reply = split_reply(out, stdout_done(out, nonce))
-        err_reply = split_reply(err, stderr_done(err, nonce))
-        assert out_reply is not None
-        assert err_reply is not None
-        (o, out), (e, err) = out_reply, err_reply
+        reply = parse_reply(out, nonce)
+        assert reply is not None
+        o, e, out = reply
         results.append(
             result_from_output(
                 name="local",
@@ -94,7 +92,6 @@ def _local_loop(scripts: list[str]) -> list[CommandResult]:
             )
         )
     assert out == b""
-    assert err == b""
     return results
 
 
@@ -114,7 +111,7 @@ def test_the_loop_answers_requests_in_order_locally() -> None:
     assert results[2].stdout == "read=1\n"
     assert results[3].stdout.endswith("after\n")
     assert f"{DONE_MARKER}{'0' * 32}" in results[3].stdout
-    assert results[3].stderr == f"\n{DONE_MARKER}{'0' * 32}\n"
+    assert results[3].stderr == f"\n{DONE_MARKER}{'0' * 32}\n"  # stderr: by its length
     assert (results[4].exit_status, results[4].stdout) == (1, "trapped\n")
     assert results[5].stdout.startswith("x=unset ")
 

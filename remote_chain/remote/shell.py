@@ -22,21 +22,21 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import anyio
 import structlog
 
 from remote_chain.errors import ConnectError, RemoteTimeout
 from remote_chain.remote import ClosingContext, CommandResult, output_too_large, result_from_output
-from remote_chain.remote.markers import BEGIN_MARKER, wrap
+from remote_chain.remote.markers import wrap
 from remote_chain.remote.shellframe import (
+    DONE_MARKER,
     frame_request,
+    parse_reply,
     ready_pid,
     shell_loop,
-    split_reply,
-    stderr_done,
-    stdout_done,
 )
 
 if TYPE_CHECKING:
@@ -44,12 +44,14 @@ if TYPE_CHECKING:
 
 _log = structlog.get_logger()
 
+T = TypeVar("T")
 READ_CHUNK = 64 * 1024
 MAX_OPEN_FAILURES = 2
 
 
 class _Reader(Protocol):
     async def read(self, n: int = -1) -> bytes: ...
+    def at_eof(self) -> bool: ...
 
 
 class _Writer(Protocol):
@@ -69,7 +71,7 @@ class ShellProcess(Protocol):
 
 
 class _Gone(Exception):  # a signal between two methods, never raised out
-    """The channel ended; ``started``: after this request's script had begun."""
+    """The channel ended; ``started``: the request may have run."""
 
     def __init__(self, started: bool) -> None:
         super().__init__("shell channel gone")
@@ -77,20 +79,59 @@ class _Gone(Exception):  # a signal between two methods, never raised out
 
 
 class _Shell:
-    """One open shell channel and what is buffered of its two streams."""
+    """One open shell channel and what is buffered of its two streams.
+
+    Replies come on stdout only; stderr carries nothing but the login shell's noise (and
+    bash's own complaints), drained while a request waits so that it cannot fill the
+    channel's window, and handed to the next reply as noise.
+    """
 
     def __init__(self, process: ShellProcess, pid: int, out: bytes) -> None:
         self.process, self.pid = process, pid
         self.out, self.err = bytearray(out), bytearray()
 
-    async def fill(self, stream: _Reader, sink: bytearray, started: bool) -> None:
+    async def fill(self, started: bool) -> None:
         try:
-            chunk = await stream.read(READ_CHUNK)
-        except Exception as exc:  # asyncssh's or the socket's: unusable
+            chunk = await self.process.stdout.read(READ_CHUNK)
+        except Exception as exc:  # asyncssh's or the socket's: the channel is unusable
             raise _Gone(started) from exc
         if not chunk:
             raise _Gone(started)
-        sink += chunk
+        self.out += chunk
+
+    async def drain_stderr(self, budget: int) -> None:
+        """Read stderr until cancelled (or its end: stdout then sees the end too)."""
+        try:
+            while chunk := await self.process.stderr.read(READ_CHUNK):
+                if len(self.err) < budget:
+                    self.err += chunk
+        except Exception:  # noqa: S110 - the stdout side reports a broken channel
+            pass
+
+    async def wait_for(
+        self, done: Callable[[], T | None], budget: int, *, started: bool
+    ) -> T | None:
+        """Read stdout until ``done()`` gives a value; None once past ``budget`` bytes.
+
+        Drains stderr meanwhile. ``_Gone`` if the channel ends first (raised outside the
+        task group, so that it is not wrapped in an ExceptionGroup).
+        """
+        result: T | None = None
+        gone: _Gone | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.drain_stderr, budget)
+            try:
+                while (result := done()) is None and len(self.out) <= budget:
+                    await self.fill(started)
+            except _Gone as exc:
+                gone = exc
+            group.cancel_scope.cancel()
+        if gone is not None:
+            raise gone
+        return result
+
+    def at_eof(self) -> bool:
+        return self.process.stdout.at_eof()
 
 
 class ShellRemote(ClosingContext):
@@ -147,74 +188,77 @@ class ShellRemote(ClosingContext):
         started = time.monotonic()
         ready_nonce = secrets.token_hex(16)
         process: ShellProcess | None = None
-        out = bytearray()
         try:
             with anyio.fail_after(self._endpoint.command_timeout):
                 process = await self._remote.start_shell()
                 process.stdin.write(shell_loop(ready_nonce))
-                while (found := ready_pid(bytes(out), ready_nonce)) is None:
-                    if len(out) > self._endpoint.max_output_bytes:
-                        raise _Gone(started=False)  # a login shell flooding stdout
-                    chunk = await process.stdout.read(READ_CHUNK)
-                    if not chunk:
-                        raise _Gone(started=False)  # the login shell exited first
-                    out += chunk
+                shell = _Shell(process, 0, b"")
+                # _Gone: the login shell exited before the loop ran; None: it floods stdout.
+                found = await shell.wait_for(
+                    lambda: ready_pid(bytes(shell.out), ready_nonce),
+                    self._endpoint.max_output_bytes,
+                    started=False,
+                )
+                if found is None:
+                    raise _Gone(started=False)
         except Exception as exc:  # any failure here means: use execs
             if process is not None:
                 process.close()
             self._open_failures += 1
             _log.info("shell_channel_unavailable", cluster=self.name, reason=repr(exc)[:200])
             return None
-        pid, rest = found
+        shell.pid, rest = found
+        shell.out[:] = rest
         _log.debug(
             "shell_channel_opened",
             cluster=self.name,
-            pid=pid,
+            pid=shell.pid,
             seconds=round(time.monotonic() - started, 3),
         )
         # The login shell's noise (stdout and stderr) stays buffered: it is the first reply's
         # noise, as an exec's is.
-        return _Shell(process, pid, rest)
+        return shell
 
     async def _request(self, shell: _Shell, script: str, limit: float) -> CommandResult:
         wrapped, nonce = wrap(script)
         started = time.monotonic()
         budget = self._endpoint.max_output_bytes
+        if shell.at_eof():  # the loop ended since the last request (killed, logged out)
+            raise _Gone(started=False)
         try:
             shell.process.stdin.write(frame_request(wrapped, nonce))
         except Exception as exc:  # a closed channel refuses writes
             raise _Gone(started=False) from exc
-        out: tuple[bytes, bytes] | None = None
-        err: tuple[bytes, bytes] | None = None
+        searched, done_line = 0, f"\n{DONE_MARKER}{nonce} ".encode()
+
+        def parsed() -> tuple[bytes, bytes, bytes] | None:
+            # Each byte searched about once: a 5 MB reply comes in 80 chunks (issue 13, P7).
+            nonlocal searched
+            at = shell.out.find(done_line, searched)
+            if at < 0:
+                searched = max(0, len(shell.out) - len(done_line))
+                return None
+            searched = at  # found: wait there for the stderr bytes it announces
+            return parse_reply(shell.out, nonce, at)
+
         try:
             with anyio.fail_after(limit):
-                while out is None:
-                    out = split_reply(bytes(shell.out), stdout_done(bytes(shell.out), nonce))
-                    if out is None:
-                        if len(shell.out) + len(shell.err) > budget:
-                            break
-                        await shell.fill(shell.process.stdout, shell.out, _began(shell, nonce))
-                while err is None and out is not None:
-                    err = split_reply(bytes(shell.err), stderr_done(bytes(shell.err), nonce))
-                    if err is None:
-                        if len(shell.err) > budget:
-                            break
-                        await shell.fill(shell.process.stderr, shell.err, started=True)
+                reply = await shell.wait_for(parsed, budget, started=True)
         except TimeoutError:
             self._discard("timeout")  # never reused with the reply still unread
             raise RemoteTimeout(
                 f"command on {self._where()} took longer than {limit:g} s", host=self.name
             ) from None
-        if out is None or err is None:
+        if reply is None:
             self._discard("output cap")
             raise output_too_large(self.name, budget)
-        shell.out[:] = out[1]
-        shell.err[:] = err[1]
+        out, err, rest = reply
+        noise, shell.out[:], shell.err[:] = bytes(shell.err), rest, b""
         result = result_from_output(
             name=self.name,
             nonce=nonce,
-            stdout=out[0].decode("utf-8", "replace"),
-            stderr=err[0].decode("utf-8", "replace"),
+            stdout=out.decode("utf-8", "replace"),
+            stderr=(noise + err).decode("utf-8", "replace"),
             exit_status=0,
             lost=False,
         )
@@ -222,7 +266,7 @@ class ShellRemote(ClosingContext):
             "shell_command",
             cluster=self.name,
             seconds=round(time.monotonic() - started, 3),
-            bytes=len(out[0]) + len(err[0]),
+            bytes=len(out) + len(err),
             exit_status=result.exit_status,
         )
         return result
@@ -240,8 +284,3 @@ class ShellRemote(ClosingContext):
     async def aclose(self) -> None:
         self._discard("closing")
         await self._remote.aclose()
-
-
-def _began(shell: _Shell, nonce: str) -> bool:
-    """Whether request ``nonce``'s script has started (its begin marker is on stdout)."""
-    return f"\n{BEGIN_MARKER}{nonce}\n".encode() in shell.out
