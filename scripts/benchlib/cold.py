@@ -125,13 +125,17 @@ def p9_cold(ctx: Ctx) -> None:
     try:
         _rounds(ctx, samples, setup)
         # Inside one process (`wait`, `--watch`): polls over the agents the rounds started.
-        agentpoll.p8_polls(
+        poll_0ms = agentpoll.p8_polls(
             ctx,
             folders,
             agent_state=ctx.tmp / "state-agent",
             direct_state=state,
             run_id=run_id,
             profile=PROFILE,
+        )
+        status = ["status", run_id, "-c", PROFILE, "--json"]
+        agentpoll.p8_breakdown(
+            ctx, [*CLI, "--clusters-dir", str(folders[0.0]), *status], agent_env, poll_0ms
         )
     finally:
         for d in DELAYS_MS:
@@ -143,9 +147,6 @@ def p9_cold(ctx: Ctx) -> None:
                 check=False,
             )
     _report(ctx, samples)
-    polls = ctx.raw["p8_polls"]
-    assert isinstance(polls, dict)
-    agentpoll.p8_breakdown(ctx, env, statistics.median(polls["agent"][DELAYS_MS[0]]))
     _imports(ctx, [*CLI, "--clusters-dir", str(folders[0.0]), "status", run_id, "--json"], env)
 
 
