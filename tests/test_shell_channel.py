@@ -12,8 +12,9 @@ from collections.abc import Iterator
 import anyio
 import pytest
 from sshd import Sshd, running_sshd
+from structlog.testing import capture_logs
 
-from remote_chain.errors import RemoteTimeout
+from remote_chain.errors import RemoteError, RemoteTimeout
 from remote_chain.remote import CommandResult, result_from_output
 from remote_chain.remote.markers import END_MARKER, wrap
 from remote_chain.remote.shell import ShellRemote
@@ -200,3 +201,28 @@ async def test_concurrent_requests_run_as_execs_meanwhile(noisy_sshd: Sshd) -> N
             for i in range(4):
                 tg.start_soon(one, i)
     assert results == {i: f"{i}\n" for i in range(4)}
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
+async def test_a_login_shell_that_exits_early_gives_the_exec_error(noisy_sshd: Sshd) -> None:
+    """No loop can start: the command runs as an exec, with the direct path's error; after
+    two failed openings the channel is no longer tried."""
+    profile = noisy_sshd.home / ".bash_profile"
+    saved = profile.read_bytes() if profile.exists() else None
+    profile.write_text("echo 'account expired' >&2\nexit 7\n")
+    try:
+        async with ShellRemote(await SshRemote.open(noisy_sshd.endpoint())) as shell:
+            for _ in range(3):
+                with pytest.raises(RemoteError, match="did not run the command") as caught:
+                    await shell.run("echo never")
+                assert "account expired" in str(caught.value)
+                assert shell.shell_pid is None
+            with capture_logs() as logs, pytest.raises(RemoteError):
+                await shell.run("echo never")
+            assert not [e for e in logs if e["event"] == "shell_channel_unavailable"]
+    finally:
+        if saved is None:
+            profile.unlink()
+        else:
+            profile.write_bytes(saved)
