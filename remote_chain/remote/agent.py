@@ -17,6 +17,9 @@ agent start``), and reached over a Unix socket:
   ``persist`` seconds without a request: it never outlives a changed profile or host key;
 - it connects with ``SshRemote.open``, the direct path's own code: the same host-key checks,
   and its errors travel back by class name, so exit codes and JSON are the same.
+- it runs the scripts over one persistent shell channel (``remote/shell.py``: 1 RTT a
+  command instead of an exec's channel open and exec request), and as execs whenever that
+  channel is busy or broken; ``ping`` answers name the channel's remote PID (``shell_pid``).
 
 Protocol: one JSON line each way per Unix connection; ``op`` is ``run``, ``ping`` or
 ``stop``. A connection refused or a socket without an agent is stale: the client removes it
