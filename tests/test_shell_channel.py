@@ -226,3 +226,17 @@ async def test_a_login_shell_that_exits_early_gives_the_exec_error(noisy_sshd: S
             profile.unlink()
         else:
             profile.write_bytes(saved)
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
+async def test_a_cancelled_request_discards_the_channel(noisy_sshd: Sshd) -> None:
+    """Cancelled mid-reply (the agent stopping): the channel is never reused half read."""
+    async with ShellRemote(await SshRemote.open(noisy_sshd.endpoint())) as shell:
+        await shell.warm()
+        pid = shell.shell_pid
+        with anyio.move_on_after(0.5):
+            await shell.run("sleep 2; echo late")
+        assert shell.shell_pid is None
+        assert (await shell.run("echo next")).stdout == "next\n"
+        assert shell.shell_pid not in (None, pid)

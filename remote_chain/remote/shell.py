@@ -181,6 +181,9 @@ class ShellRemote(ClosingContext):
                             "it may have run",
                             host=self.name,
                         ) from None
+                except BaseException:  # cancelled, or any error: a reply may be half read
+                    self._discard("interrupted")
+                    raise
         return await self._remote.run(script, timeout=timeout, sensitive=sensitive)
 
     async def _open(self) -> _Shell | None:
