@@ -6,14 +6,17 @@ instead of an exec's channel open + exec request. Whatever goes wrong with that 
 command does not fail because of it:
 
 - a request while another holds the channel runs as an exec (the direct path's ``run``);
-- a channel that is gone before the request's script started (the loop killed, the login
-  shell exited, the connection dropped between commands) is discarded and opened again once;
-  if that fails too the command runs as an exec, and after two failed openings the channel is
-  no longer tried (a login shell that will not run the loop will not start to);
-- a channel that dies after the script started is a ``ConnectError``, as a lost connection is
-  on the direct path: the script may have run, so it is not run again here;
+- a channel found ended when a request comes (the loop killed, the connection dropped
+  between commands) is discarded and opened again once; if no loop starts (a login shell
+  that exits first) the command runs as an exec, and after two failed openings the channel
+  is no longer tried (a login shell that will not run the loop will not start to);
+- a channel that ends after a request was sent is a ``ConnectError``, as a lost connection
+  is on the direct path: the script may have run, so it is not run again here;
 - a timeout is a ``RemoteTimeout`` as on the direct path, and the channel is closed and
-  discarded: it is never reused with a reply still unread on it.
+  discarded, as after a cancellation: it is never reused with a reply still unread on it.
+
+The channel holds one of the server's sessions (``MaxSessions``, 10 by default) for the
+agent's life, next to the ``max_channels`` (6 by default) its execs may use.
 
 Output is capped at the endpoint's ``max_output_bytes`` as on the direct path (issue 14.4).
 """
