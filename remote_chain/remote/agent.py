@@ -17,6 +17,9 @@ agent start``), and reached over a Unix socket:
   ``persist`` seconds without a request: it never outlives a changed profile or host key;
 - it connects with ``SshRemote.open``, the direct path's own code: the same host-key checks,
   and its errors travel back by class name, so exit codes and JSON are the same.
+- it runs the scripts over one persistent shell channel (``remote/shell.py``: 1 RTT a
+  command instead of an exec's channel open and exec request), and as execs whenever that
+  channel is busy or broken; ``ping`` answers name the channel's remote PID (``shell_pid``).
 
 Protocol: one JSON line each way per Unix connection; ``op`` is ``run``, ``ping`` or
 ``stop``. A connection refused or a socket without an agent is stale: the client removes it
@@ -384,9 +387,15 @@ class _Agent:
             op = message.get("op")
             if op == "ping":  # not activity: `agent status` does not keep the agent alive
                 idle_left = self.endpoint.persist - (time.monotonic() - self.last)
+                shell_pid = getattr(self.remote, "shell_pid", None)  # a ShellRemote's loop
                 await _send(
                     stream,
-                    {"pid": os.getpid(), "cluster": self.endpoint.name, "idle_left": idle_left},
+                    {
+                        "pid": os.getpid(),
+                        "cluster": self.endpoint.name,
+                        "idle_left": idle_left,
+                        "shell_pid": shell_pid,
+                    },
                 )
                 return
             self.last = time.monotonic()
@@ -437,9 +446,7 @@ async def serve(
 ) -> None:
     """Connect, say READY, serve until idle, stopped or stale. ``opener``: a test seam."""
     if opener is None:
-        from remote_chain.remote.ssh import SshRemote  # noqa: PLC0415
-
-        opener = SshRemote.open
+        opener = _open_with_shell
     private_folder(path.parent)
     try:
         remote = await opener(endpoint)
@@ -458,9 +465,21 @@ async def serve(
     async with remote, listener, anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, agent.handle)
         tg.start_soon(agent.watch)
+        from remote_chain.remote.shell import ShellRemote  # noqa: PLC0415 - agent only
+
+        if isinstance(remote, ShellRemote):
+            tg.start_soon(remote.warm)  # the shell channel, ahead of the first request
         await agent.stop.wait()
         tg.cancel_scope.cancel()
     _unlink(path, inode)
+
+
+async def _open_with_shell(endpoint: Endpoint) -> Remote:
+    """The direct path's connection, its commands served over a persistent shell channel."""
+    from remote_chain.remote.shell import ShellRemote  # noqa: PLC0415 - agent only
+    from remote_chain.remote.ssh import SshRemote  # noqa: PLC0415
+
+    return ShellRemote(await SshRemote.open(endpoint))
 
 
 def _unlink(path: Path, inode: int | None = None) -> None:

@@ -239,6 +239,10 @@ class SshRemote(ClosingContext):
     def name(self) -> str:
         return self._endpoint.name
 
+    @property
+    def endpoint(self) -> Endpoint:
+        return self._endpoint
+
     @classmethod
     async def open(cls, endpoint: Endpoint) -> SshRemote:
         """Connect and authenticate, verifying the host key; never prompts."""
@@ -311,6 +315,13 @@ class SshRemote(ClosingContext):
             return bytes(out), bytes(err), process.exit_status
         finally:
             process.close()
+
+    async def start_shell(self) -> asyncssh.SSHClientProcess[bytes]:
+        """A session channel running ``REMOTE_COMMAND`` as every exec does, left open: the
+        agent's persistent shell channel (``remote/shell.py``) feeds it requests on stdin."""
+        with _translated(self._endpoint, "command", self._endpoint.command_timeout):
+            connection = await self._live_connection()
+            return await connection.create_process(REMOTE_COMMAND, encoding=None)
 
     async def _live_connection(self) -> asyncssh.SSHClientConnection:
         """The connection, opened again if it died (network blip, keepalive, server restart).

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchlib import agentpoll
 from benchlib.baselines import Plan, SshTarget, careful_openssh
 from benchlib.common import DELAYS_MS, Ctx, retried, runner_file, write_config
 from benchlib.rig import REPO
@@ -123,6 +124,19 @@ def p9_cold(ctx: Ctx) -> None:
     setup = _Setup(folders, targets, profiles, env, agent_env, config, run_id)
     try:
         _rounds(ctx, samples, setup)
+        # Inside one process (`wait`, `--watch`): polls over the agents the rounds started.
+        poll_0ms = agentpoll.p8_polls(
+            ctx,
+            folders,
+            agent_state=ctx.tmp / "state-agent",
+            direct_state=state,
+            run_id=run_id,
+            profile=PROFILE,
+        )
+        status = ["status", run_id, "-c", PROFILE, "--json"]
+        agentpoll.p8_breakdown(
+            ctx, [*CLI, "--clusters-dir", str(folders[0.0]), *status], agent_env, poll_0ms
+        )
     finally:
         for d in DELAYS_MS:
             subprocess.run(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -15,16 +17,19 @@ import pytest
 
 from remote_chain.cluster import endpoint_for
 from remote_chain.config import find_profile
-from remote_chain.errors import ConnectError
+from remote_chain.errors import ConnectError, RemoteTimeout
 from remote_chain.orchestrator import Orchestrator
-from remote_chain.remote import agent, open_remote
+from remote_chain.remote import CommandResult, agent, open_remote
 from remote_chain.remote.endpoint import Endpoint
+from remote_chain.remote.shell import ShellRemote
+from remote_chain.remote.ssh import SshRemote
 from remote_chain.settings import Settings
 
 from .conftest import write_config, write_profile
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 CLUSTER = "local"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _endpoint(folder: Path, state: Path) -> Endpoint:
@@ -100,3 +105,116 @@ def test_agent_killed_mid_command(
 
     stdout, _ = anyio.run(flow, backend="asyncio")
     assert stdout == "direct\n"
+
+
+def test_polls_go_over_the_shell_channel_and_survive_its_death(
+    dev: devcluster.DevCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent answers over its persistent shell channel (the same bytes as an exec);
+    the remote loop killed by PID costs a new channel, not the command; a timeout discards
+    the channel and the next command gets a new one."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    folder = tmp_path / "kept"
+    write_profile(dev, CLUSTER, folder, top={"persist": "2m"})
+    endpoint = dataclasses.replace(_endpoint(folder, tmp_path / "state"), command_timeout=60)
+    script = "echo out; echo err >&2; squeue --me --noheader -o %i >/dev/null; exit 4"
+
+    async def shell_pid() -> int:
+        for _ in range(50):  # the agent opens the channel just after it says READY
+            answer = await agent.request(agent.socket_path(endpoint), {"op": "ping"})
+            assert answer is not None
+            if answer.get("shell_pid"):
+                return int(answer["shell_pid"])
+            await anyio.sleep(0.1)
+        raise AssertionError("the agent opened no shell channel")
+
+    async def flow() -> tuple[list[object], int]:
+        async with await open_remote(endpoint) as remote:
+            assert isinstance(remote, agent.AgentRemote)
+            first = await remote.run(script)
+            pid = await shell_pid()
+            os.kill(pid, signal.SIGKILL)  # the login node's loop, by PID (same machine here)
+            await anyio.sleep(0.3)
+            second = await remote.run(script)
+            pid2 = await shell_pid()
+            assert pid2 != pid
+            with pytest.raises(RemoteTimeout):
+                await remote.run("sleep 5; echo late", timeout=1)
+            third = await remote.run(script)
+            pid3 = await shell_pid()
+            assert pid3 not in (pid, pid2)
+            answer = await agent.request(agent.socket_path(endpoint), {"op": "ping"})
+            assert answer is not None
+            return [first, second, third], int(answer["pid"])
+
+    async def direct() -> object:
+        async with await SshRemote.open(endpoint) as remote:
+            return await remote.run(script)
+
+    results, agent_pid = anyio.run(flow, backend="asyncio")
+    try:
+        want = anyio.run(direct, backend="asyncio")
+        assert results == [want, want, want]
+    finally:
+        os.kill(agent_pid, signal.SIGTERM)
+
+
+def test_the_shell_channel_starts_as_an_exec_does_for_tcsh_and_zsh_users(
+    dev: devcluster.DevCluster, tmp_path: Path
+) -> None:
+    """The loop is started by the user's login shell as `bash -l -s`, as every exec is: for a
+    tcsh or zsh user whose rc file alone puts Slurm on PATH (issue 10/11), a request over the
+    channel finds squeue where an exec finds it, with the same PATH."""
+    assert dev.shell_profiles, "the dev cluster has no tcsh/zsh users"
+    script = "command -v squeue; echo $PATH; squeue --me --noheader -o %i | wc -l"
+
+    async def compare(name: str) -> tuple[object, object, object]:
+        endpoint = endpoint_for(
+            find_profile(name, clusters_dirs=[dev.clusters_dir]),
+            Settings(state_dir=tmp_path / "state"),
+        )
+        async with await SshRemote.open(endpoint) as direct:
+            want = await direct.run(script)
+        async with ShellRemote(await SshRemote.open(endpoint)) as shell:
+            await shell.warm()
+            assert shell.shell_pid is not None
+            return want, await shell.run(script), await shell.run(script)
+
+    for name in dev.shell_profiles:
+        want, first, second = anyio.run(compare, name, backend="asyncio")
+        assert isinstance(want, CommandResult)
+        assert want.exit_status == 0, want
+        for got in (first, second):
+            assert isinstance(got, CommandResult)
+            assert (got.exit_status, got.stdout, got.stderr) == (0, want.stdout, want.stderr)
+
+
+def test_a_command_through_the_agent_does_not_import_asyncssh(
+    dev: devcluster.DevCluster, tmp_path: Path
+) -> None:
+    """The client side of the agent path stays light (issue 13, P8): a cold `status` served
+    by the agent reaches the cluster without importing asyncssh (nor the shell channel's
+    module, which only the agent needs)."""
+    folder = tmp_path / "kept"
+    write_profile(dev, CLUSTER, folder)
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env |= {"PYTHONPATH": str(REPO), "REMOTE_CHAIN_STATE_DIR": str(tmp_path / "state")}
+    cli = [sys.executable, "-c", "from remote_chain.cli import main; main()"]
+    cli += ["--clusters-dir", str(folder)]
+
+    def run(*args: str, importtime: bool = False) -> subprocess.CompletedProcess[str]:
+        argv = [cli[0], "-X", "importtime", *cli[1:]] if importtime else cli
+        return subprocess.run(
+            [*argv, *args], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+
+    started = run("agent", "start", "-c", CLUSTER)
+    assert started.returncode == 0, started.stderr
+    try:
+        status = run("status", "20261130-000000-abcd", "-c", CLUSTER, "--json", importtime=True)
+    finally:
+        run("agent", "stop", "-c", CLUSTER)
+    assert "no run 20261130-000000-abcd under" in status.stdout  # the login node answered
+    imported = {line.split("|")[2].strip() for line in status.stderr.splitlines() if "|" in line}
+    assert "remote_chain.remote.agent" in imported
+    assert not {"asyncssh", "remote_chain.remote.ssh", "remote_chain.remote.shell"} & imported
