@@ -105,7 +105,7 @@ def template_subs() -> Mapping[str, str]:
             "__MAX__": str(MAX_FILE_BYTES),
             "__INLINE__": str(INLINE_FILE_BYTES),
             "__FILES__": "\n    ".join(
-                f'rc_file {kind} "$bench" "$b/{name}"' for kind, name in CHAIN_FILES.items()
+                f'rc_file {kind} "$b/{name}"' for kind, name in CHAIN_FILES.items()
             ),
             # The shared ownership check (guard.py).
             "__UNSAFE_EXIT__": str(UNSAFE_EXIT),

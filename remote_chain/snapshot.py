@@ -117,6 +117,9 @@ def render_status_script(targets: Sequence[Target], *, executor: Executor = "slu
     return "\n".join([*head, render_chunks_function(), body])
 
 
+_MISSING = {kind: FileRead("missing") for kind in CHAIN_FILES}
+
+
 @dataclass
 class _Run:
     exists: bool = False
@@ -150,25 +153,35 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
             missing.setdefault(int(parts[1]), []).append(parts[2])
         elif kind == "UNREADABLE" and len(parts) == 3 and parts[1].isdigit():
             unreadable.setdefault(int(parts[1]), []).append(parts[2])
-        elif kind == "BENCH" and len(parts) == 4:
-            benches[(int(parts[1]), parts[2])] = _Bench(parts[3] == "1")
-        elif kind == "FILE" and len(parts) == 6:
-            bench = benches.get((int(parts[1]), parts[3]))
-            if bench is not None:
-                bench.files[parts[2]] = FileRead(parts[4], parts[5] if parts[4] == "ok" else "")
+        elif kind == "BENCH" and len(parts) >= 4 and len(parts) % 3 == 1:
+            # BENCH i bench marker, then KIND STATUS CONTENT for each file that exists.
+            files = {
+                parts[k]: FileRead(parts[k + 1], parts[k + 2] if parts[k + 1] == "ok" else "")
+                for k in range(4, len(parts), 3)
+            }
+            benches[(int(parts[1]), parts[2])] = _Bench(parts[3] == "1", files)
+        elif kind == "FILE" and len(parts) == 6:  # a file above INLINE_FILE_BYTES, base64
+            big = benches.get((int(parts[1]), parts[3]))
+            if big is not None:
+                big.files[parts[2]] = FileRead(parts[4], parts[5] if parts[4] == "ok" else "")
         elif kind == "SACCT" and len(parts) == 3:
             sacct_ok, sacct_text = parts[1] == "0", parts[2]
         elif kind == "SQUEUE" and len(parts) == 3:
             squeue_ok, squeue_text = parts[1] == "0", parts[2]
         elif kind == "LIVE":
             live.add(parts[1])
+    by_run: dict[int, list[tuple[str, _Bench]]] = {}
+    for (j, name), b in benches.items():
+        by_run.setdefault(j, []).append((name, b))
     run_files = []
     for i, target in enumerate(targets):
         run = runs.get(i, _Run())
         chains = tuple(
-            ChainFiles(target.run_id, name, f"{target.run_dir}/{name}", b.files, b.marker)
-            for (j, name), b in benches.items()
-            if j == i
+            # A file the script left out does not exist (status.bash sends only those that do).
+            ChainFiles(
+                target.run_id, name, f"{target.run_dir}/{name}", _MISSING | b.files, b.marker
+            )
+            for name, b in by_run.get(i, ())
         )
         run_files.append(
             RunFiles(

@@ -56,9 +56,13 @@ def decode(payload: str, errors: str = "replace") -> list[Record]:
     Lines are split on ``\\n`` only: an escaped field never holds one, while
     ``str.splitlines`` would also cut at ``\\r``, ``\\f`` or ``\\x1c``.
     """
-    records = []
+    records: list[Record] = []
     for line in payload.split("\n"):
-        if line:
+        if not line:
+            continue
+        if "\\" not in line:  # no escape and no base64 field: the fields are the text
+            records.append(tuple(line.split("\t")))
+        else:
             tag, *fields = line.split("\t")
             records.append((tag, *(decode_field(f, errors) for f in fields)))
     return records

@@ -9,9 +9,17 @@
 # a state). Missing paths are skipped: the caller decides what a missing file means. One stat
 # for all paths (status guards 200 chains without 200 forks); `command` so that a shell
 # function or alias of the user's login files cannot answer for stat.
+# The lines of plainly safe paths (our uid; %f, the raw mode in hex, a folder 4xxx or a file
+# 8xxx with neither 0x10, group write, nor 0x2, other write) are dropped by one grep, so bash
+# reads only the others: bash reads a pipe a byte per read(2), and 1,000 chains' 13,000 paths
+# took it 0.17 s (issue 13, P7). If grep cannot run (status 2 or more), every line is judged:
+# the filter only ever skips lines the loop would pass.
 rc_guard() {
   (( $# )) || return 0
-  local uid raw user path kind
+  local uid raw user path kind lines
+  lines=$(rc_stat "$@" | LC_ALL=C command grep -v -E "^$EUID [48][0-9a-f][02468ace][014589cd] ")
+  (( $? < 2 )) || lines=$(rc_stat "$@")
+  [[ -n $lines ]] || return 0
   while IFS=' ' read -r uid raw user path; do
     kind=$(( 16#$raw & 8#170000 ))
     if (( kind == 8#120000 )); then
@@ -23,7 +31,7 @@ rc_guard() {
     elif (( 16#$raw & 8#022 )); then
       rc_unsafe "$path is writable by group or others (mode $(printf '%o' $(( 16#$raw & 8#7777 ))), owned by $user): anyone who can write it can run code as you"
     fi
-  done < <(command stat -c '%u %f %U %n' -- "$@" 2>/dev/null)
+  done <<< "$lines"
 }
 # rc_guard_bench DIR...: each benchmark folder and every file in it that remote-chain trusts
 # (job.sh, the state, lease, secrets and marker files, the log folder), in one rc_guard.
@@ -41,6 +49,7 @@ rc_bench_paths() {
     for f in __TRUSTED__; do RC_GUARD_PATHS+=("$d/$f"); done
   done
 }
+rc_stat() { command stat -c '%u %f %U %n' -- "$@" 2>/dev/null; }
 rc_unsafe() {
   printf 'remote-chain refused: %s\n' "$1" >&2
   exit __UNSAFE_EXIT__
