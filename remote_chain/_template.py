@@ -105,7 +105,8 @@ def template_subs() -> Mapping[str, str]:
             "__MAX__": str(MAX_FILE_BYTES),
             "__INLINE__": str(INLINE_FILE_BYTES),
             "__FILES__": "\n    ".join(
-                f'rc_file {kind} "$b/{name}"' for kind, name in CHAIN_FILES.items()
+                f'[[ -e "$b/{name}" ]] && rc_file {kind} "$b/{name}"'
+                for kind, name in CHAIN_FILES.items()
             ),
             # The shared ownership check (guard.py).
             "__UNSAFE_EXIT__": str(UNSAFE_EXIT),

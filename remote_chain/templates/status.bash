@@ -8,9 +8,8 @@ __GUARD__
 # A chain is one BENCH record, its files in it as KIND STATUS CONTENT triples; a file that does
 # not exist is left out (the client reads "missing"): a held chain has one file of six, and the
 # reply of 10,000 chains shrank from ~3.5 MB to ~0.5 MB (issue 13, P7).
-rc_file() {  # kind path: appends the triple to rc_rec; the text (for job ids) in rc_text[kind]
+rc_file() {  # kind path (that exists): appends the triple to rc_rec; its text in rc_text[kind]
   local content=""
-  [[ -e $2 ]] || return 0
   if [[ ! -r $2 ]]; then rc_rec+=("$1" unreadable ""); return 0; fi
   # -N stops after __INLINE__+1 characters: a bigger file is never held whole in bash.
   IFS= read -r -d '' -N $((__INLINE__ + 1)) content < "$2"
@@ -67,8 +66,12 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
     names+=("${RC_RUN_IDS[$RC_I]}:$bench")
     # Job ids for sacct: the chain's and first job's lines, and each successor event's.
     for kind in chain first; do
-      rc_lines "${rc_text[$kind]:-}"
-      for id in "${rc_line_list[@]}"; do [[ $id =~ ^[0-9_+]+$ ]] && ids+=("$id"); done
+      text=${rc_text[$kind]:-} id=${text%$'\n'}
+      [[ -n $text ]] || continue
+      # The common case, one id on one line, without a regex (bash compiles one per test).
+      if [[ $text == *$'\n' && -n $id && $id != *[!0-9_+]* ]]; then ids+=("$id"); continue; fi
+      rc_lines "$text"
+      for id in "${rc_line_list[@]}"; do [[ -n $id && $id != *[!0-9_+]* ]] && ids+=("$id"); done
     done
     if [[ ${rc_text[events]:-} == *successor* ]]; then
       rc_lines "${rc_text[events]}"
@@ -78,7 +81,8 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
         # shellcheck disable=SC2206  # words as `read -r _ _ kind id _` split them
         words=($line)
         set +f
-        [[ ${words[2]:-} == successor && ${words[3]:-} =~ ^[0-9_+]+$ ]] && ids+=("${words[3]}")
+        id=${words[3]:-}
+        [[ ${words[2]:-} == successor && -n $id && $id != *[!0-9_+]* ]] && ids+=("$id")
       done
     fi
     if [[ $RC_EXECUTOR == shell && -n ${rc_text[first]:-} ]]; then
