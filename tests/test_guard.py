@@ -217,3 +217,33 @@ def test_cancel_makes_its_marker_private_under_a_group_umask(run_dir: Path, stub
     assert (run_dir / "a" / CANCEL_MARKER).stat().st_mode & 0o777 == 0o600
     status, _, stderr = run_status(render_status_script([Target("rc-1", str(run_dir))]), stubs)
     assert status == 0, stderr
+
+
+def test_the_guard_checks_paths_beyond_one_command_line(run_dir: Path, stubs: Path) -> None:
+    """Many chains' paths exceed ARG_MAX: stat still sees every one (xargs cuts the list), so
+    an unsafe file in the last benchmark is refused, not passed because stat could not run."""
+    arg_max = os.sysconf("SC_ARG_MAX")
+    name = "x" * 200
+    count = arg_max // (13 * (len(str(run_dir)) + len(name) + 30)) + 50
+    for i in range(count):
+        bench = run_dir / f"{name}{i:05d}"
+        bench.mkdir()
+        (bench / "job.sh").write_text("#!/bin/bash\n")
+    last = run_dir / f"{name}{count - 1:05d}" / "job.sh"
+    last.chmod(0o664)
+    status, payload, stderr = run_status(
+        render_status_script([Target("rc-1", str(run_dir))]), stubs
+    )
+    assert status == UNSAFE_EXIT, (payload[-300:], stderr)
+    assert f"remote-chain refused: {last} is writable by group or others" in stderr
+    assert not (stubs / "calls").exists()
+
+
+def test_the_guard_refuses_when_stat_cannot_run(run_dir: Path, stubs: Path) -> None:
+    """If the ownership check itself cannot run, nothing is trusted (it never fails open)."""
+    (stubs / "xargs").write_text("#!/bin/sh\nexit 127\n")
+    (stubs / "xargs").chmod(0o755)
+    status, _, stderr = run_status(render_status_script([Target("rc-1", str(run_dir))]), stubs)
+    assert status == UNSAFE_EXIT
+    assert "stat did not run (status 127)" in stderr
+    assert not (stubs / "calls").exists()
