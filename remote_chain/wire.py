@@ -5,7 +5,8 @@ payload is what ``remote.markers.unwrap`` cut out after the nonce marker, so log
 never reaches it. Each record is one line: a tag, then each field after a tab. A field is
 either text, with ``\\\\``, ``\\t`` and ``\\n`` escaped (printable ASCII needs nothing else), or
 ``\\b`` and the base64 of its bytes (anything else: non-ASCII, control characters, a file's
-bytes). The wire itself is thus pure ASCII, so a transport's UTF-8 decoding loses nothing.
+bytes), or ``\\z`` and the base64 of its bytes gzipped (``rc_emit_gz``: big, repetitive
+answers). The wire itself is thus pure ASCII, so a transport's UTF-8 decoding loses nothing.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import zlib
 
 _ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _ESCAPES = {"\\": "\\", "t": "\t", "n": "\n"}
 _B64 = "\\b"
+_GZIP = "\\z"
+_GZIP_WBITS = 16 + zlib.MAX_WBITS  # the gzip container, as `gzip -c` writes it
 ESCAPED_MAX = 65536  # bytes; a longer field is base64 (wire.bash: bash escapes ~0.1 s per MB)
 _PLAIN = re.compile(r"[\t\n -~]*")
 
@@ -44,6 +48,12 @@ def decode_field(field: str, errors: str = "replace") -> str:
         try:
             return base64.b64decode(field[2:], validate=True).decode("utf-8", errors)
         except (binascii.Error, ValueError):
+            return ""
+    if field.startswith(_GZIP):
+        try:
+            raw = base64.b64decode(field[2:], validate=True)
+            return zlib.decompress(raw, _GZIP_WBITS).decode("utf-8", errors) if raw else ""
+        except (binascii.Error, ValueError, zlib.error):
             return ""
     if "\\" not in field:
         return field

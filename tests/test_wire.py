@@ -74,3 +74,23 @@ def test_a_field_above_64_kib_is_base64_and_survives() -> None:
     assert out.decode().split("\t")[2].startswith("\\b")
     assert out.decode() == encode("SACCT", "0", big)
     assert decode(_as_transport(out))[0][2].encode() == big
+
+
+def test_a_gzipped_field_survives_and_is_smaller() -> None:
+    """rc_emit_gz sends a big repetitive file as \\z (gzip, base64): the same bytes come back."""
+    big = b"".join(
+        b"%d|PENDING|JobHeldUser|/work/rc-1/local/c%05d|rc-1:c%05d\n" % (i, i, i)
+        for i in range(1500)
+    )
+    out = _bash('rc_emit_gz SQUEUE 0 <(printf "%s" "$1"); rc_emit_gz RUN 1 /nonexistent', big)
+    fields = out.decode().split("\n")[0].split("\t")
+    assert fields[2].startswith("\\z")
+    assert len(fields[2]) < len(big) // 5
+    records = decode(_as_transport(out), errors="surrogateescape")
+    assert records[0][2].encode("utf-8", "surrogateescape") == big
+    assert records[1] == ("RUN", "1", "")  # an unreadable file: an empty field, as rc_emit_file
+
+
+def test_a_corrupt_gzipped_field_is_empty() -> None:
+    """A \\z field that does not inflate reads as empty text, never raises."""
+    assert decode("RUN\t1\t\\zbm90IGd6aXA=\n") == [("RUN", "1", "")]

@@ -37,7 +37,7 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
   # Nothing of a run is read before the run is known to be ours (issue 14.1).
   rc_guard "${dir%/*}" "$dir" "$dir/__RECORD__" "$dir/__SINCE__"
   since=""; [[ -r $dir/__SINCE__ ]] && IFS= read -r -d '' -N 4096 since < "$dir/__SINCE__"
-  rc_emit_file RUN "$RC_I" 1 "$since" "$dir/__RECORD__"
+  rc_emit_gz RUN "$RC_I" 1 "$since" "$dir/__RECORD__"
   if [[ -r $dir/__SINCE__ ]]; then  # its first 40 characters, trailing newlines dropped
     start=${since:0:40}; while [[ $start == *$'\n' ]]; do start=${start%$'\n'}; done
     starts+=("$start")
@@ -99,7 +99,7 @@ rc_sacct() {  # one SACCT record: the first non-zero exit status, every chunk's 
       --endtime now --jobs "$chunk" 2>&1); r=$?
     (( rc )) || rc=$r; out+=${out:+$'\n'}$part
   done
-  rc_emit SACCT "$rc" "$out"
+  rc_emit_answer SACCT "$rc" "$out"
 }
 rc_squeue() {  # one SQUEUE record, as rc_sacct
   local chunk part r rc=0 out=""
@@ -108,7 +108,10 @@ rc_squeue() {  # one SQUEUE record, as rc_sacct
     part=$(command squeue --noheader --me --format='__SQUEUE_FORMAT__' --name="$chunk" 2>&1); r=$?
     (( rc )) || rc=$r; out+=${out:+$'\n'}$part
   done
-  rc_emit SQUEUE "$rc" "$out"
+  rc_emit_answer SQUEUE "$rc" "$out"
+}
+rc_emit_answer() {  # TAG STATUS TEXT: a long answer (1,000 jobs' lines are ~130 KB) gzipped
+  if (( ${#3} > 4096 )); then rc_emit_gz "$1" "$2" <(printf '%s' "$3"); else rc_emit "$@"; fi
 }
 if [[ $RC_EXECUTOR == slurm ]]; then
   # sacct (slurmdbd) and squeue (slurmctld) run side by side: the exec takes the slower of

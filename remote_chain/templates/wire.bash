@@ -49,3 +49,12 @@ rc_emit_file() {
   rc_wire_line "${@:1:$#-1}"
   printf '%s\t%sb%s\n' "$rc_wire" "$rc_wire_bs" "$(base64 -w 0 < "${!#}" 2>/dev/null)"
 }
+# rc_emit_gz TAG FIELD... PATH: rc_emit_file, the last field sent as \z and the base64 of
+# PATH's bytes gzipped. For what is big and repetitive: a status poll's run record (every
+# chain's folder and job name, ~240 KB per 1,000 chains), its sacct and squeue lines; gzip
+# makes them ~1/10 (issue 13, P7). Where gzip is missing, it is rc_emit_file.
+rc_emit_gz() {
+  if ! command -v gzip >/dev/null 2>&1; then rc_emit_file "$@"; return; fi
+  rc_wire_line "${@:1:$#-1}"
+  printf '%s\t%sz%s\n' "$rc_wire" "$rc_wire_bs" "$(command gzip -c < "${!#}" 2>/dev/null | base64 -w 0)"
+}
