@@ -94,3 +94,16 @@ def test_a_gzipped_field_survives_and_is_smaller() -> None:
 def test_a_corrupt_gzipped_field_is_empty() -> None:
     """A \\z field that does not inflate reads as empty text, never raises."""
     assert decode("RUN\t1\t\\zbm90IGd6aXA=\n") == [("RUN", "1", "")]
+
+
+def test_rc_emit_gz_sends_a_small_file_as_base64_and_a_big_one_gzipped(tmp_path: Path) -> None:
+    """A run record of a few chains costs no gzip process; a big one is gzipped, byte-exact."""
+    small, big = tmp_path / "small", tmp_path / "big"
+    small.write_bytes(b'{"chains": []}\n')
+    big.write_bytes(b'{"benchmark": "c00001", "time_limit_s": 600}, ' * 400)
+    out = _bash('rc_emit_gz RUN "$1"; rc_emit_gz RUN "$2"', str(small).encode(), str(big).encode())
+    lines = out.decode().split("\n")
+    assert lines[0].split("\t")[1].startswith("\\b")
+    assert lines[1].split("\t")[1].startswith("\\z")
+    records = decode(_as_transport(out))
+    assert [r[1].encode() for r in records] == [small.read_bytes(), big.read_bytes()]

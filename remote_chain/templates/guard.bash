@@ -19,10 +19,14 @@
 rc_guard() {
   (( $# )) || return 0
   local uid raw path kind lines why user ran
-  lines=$({ rc_stat '%u %f %n' "$@"; echo "rc_stat=$?"; } \
-    | LC_ALL=C command grep -v -E "^$EUID [48][0-9a-f][02468ace][014589cd] ")
-  (( $? < 2 )) || lines=$(rc_stat '%u %f %n' "$@"; echo "rc_stat=$?")
-  ran=${lines##*rc_stat=} lines=${lines%rc_stat=*}
+  local filtered=2
+  if (( $# > 64 )); then  # a few paths: bash reads their lines sooner than grep starts
+    lines=$({ rc_stat '%u %f %n' "$@"; echo "rc_stat=$?"; } \
+      | LC_ALL=C command grep -v -E "^$EUID [48][0-9a-f][02468ace][014589cd] ")
+    filtered=$?
+  fi
+  (( filtered < 2 )) || lines=$(rc_stat '%u %f %n' "$@"; echo "rc_stat=$?")
+  ran=${lines##*rc_stat=} lines=${lines%rc_stat=*} lines=${lines%$'\n'}
   [[ $ran == 0 || $ran == 123 ]] || rc_unsafe "cannot check who owns ${1%/}: stat did not run (status $ran)"
   [[ -n $lines ]] || return 0
   while IFS=' ' read -r uid raw path; do

@@ -52,9 +52,14 @@ rc_emit_file() {
 # rc_emit_gz TAG FIELD... PATH: rc_emit_file, the last field sent as \z and the base64 of
 # PATH's bytes gzipped. For what is big and repetitive: a status poll's run record (every
 # chain's folder and job name, ~240 KB per 1,000 chains), its sacct and squeue lines; gzip
-# makes them ~1/10 (issue 13, P7). Where gzip is missing, it is rc_emit_file.
+# makes them ~1/10 (issue 13, P7). A regular file of 4 KiB or less, or where gzip is missing,
+# goes as rc_emit_file (no gzip process for a 1-chain poll); a pipe is never peeked at.
 rc_emit_gz() {
-  if ! command -v gzip >/dev/null 2>&1; then rc_emit_file "$@"; return; fi
+  local head=""
+  [[ -f ${!#} ]] && IFS= read -r -d '' -N 4097 head < "${!#}" 2>/dev/null
+  if [[ -f ${!#} ]] && (( ${#head} <= 4096 )) || ! command -v gzip >/dev/null 2>&1; then
+    rc_emit_file "$@"; return
+  fi
   rc_wire_line "${@:1:$#-1}"
   printf '%s\t%sz%s\n' "$rc_wire" "$rc_wire_bs" "$(command gzip -c < "${!#}" 2>/dev/null | base64 -w 0)"
 }
