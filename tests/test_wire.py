@@ -107,3 +107,18 @@ def test_rc_emit_gz_sends_a_small_file_as_base64_and_a_big_one_gzipped(tmp_path:
     assert lines[1].split("\t")[1].startswith("\\z")
     records = decode(_as_transport(out))
     assert [r[1].encode() for r in records] == [small.read_bytes(), big.read_bytes()]
+
+
+def test_buffered_records_come_out_once_and_in_order(tmp_path: Path) -> None:
+    """With rc_wire_buffered set, records are batched, a file record flushes what came before
+    it, and rc_flush writes the rest: every record once, in the order emitted."""
+    path = tmp_path / "f"
+    path.write_bytes(b"file bytes")
+    script = (
+        'rc_wire_buffered=1; for i in $(seq 600); do rc_emit N "$i"; done\n'
+        'rc_emit_file F "$1"; rc_emit N 601; rc_flush; rc_wire_buffered=""\n'
+        "( rc_emit SUB 1 ); rc_emit DONE"
+    )
+    records = decode(_as_transport(_bash(script, str(path).encode())))
+    expected = [("N", str(i)) for i in range(1, 601)]
+    assert records == [*expected, ("F", "file bytes"), ("N", "601"), ("SUB", "1"), ("DONE",)]

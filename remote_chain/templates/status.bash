@@ -31,6 +31,7 @@ rc_lines() {  # TEXT: its complete lines in rc_line_list (a last line without it
 }
 declare -A rc_text
 ids=() names=() starts=()
+rc_wire_buffered=1  # a record per chain: written in batches (wire.bash)
 for RC_I in "${!RC_RUN_DIRS[@]}"; do
   dir=${RC_RUN_DIRS[$RC_I]}
   if [[ ! -d $dir && ! -L $dir ]]; then rc_emit RUN "$RC_I" 0; continue; fi
@@ -90,6 +91,7 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
     fi
   done
 done
+rc_flush; rc_wire_buffered=""  # before the subshells below
 rc_sacct() {  # one SACCT record: the first non-zero exit status, every chunk's output
   local chunk part r rc=0 out="" start
   start=$(printf '%s\n' "${starts[@]}" | sort | head -n 1)
