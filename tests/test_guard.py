@@ -247,3 +247,40 @@ def test_the_guard_refuses_when_stat_cannot_run(run_dir: Path, stubs: Path) -> N
     assert status == UNSAFE_EXIT
     assert "stat did not run (status 127)" in stderr
     assert not (stubs / "calls").exists()
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        "group-writable-bench",
+        "other-writable-job",
+        "symlinked-chain-file",
+        "symlinked-cancel-marker",
+        "symlinked-bench-folder",
+    ],
+)
+def test_many_benchmarks_are_checked_by_one_find(
+    run_dir: Path, stubs: Path, tmp_path: Path, plant: str
+) -> None:
+    """Past 8 folders, rc_guard_bench asks one find for the suspects: a planted file in any of
+    20 benchmarks is still refused by name (status, cancel and resume all guard this way)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the victim's data\n")
+    for i in range(18):
+        bench = run_dir / f"m{i:02d}"
+        bench.mkdir()
+        (bench / "job.sh").write_text("#!/bin/bash\n")
+        (bench / CHAIN_FILE).write_text("1\n")
+    path = PLANTS[plant](run_dir, victim)
+    benches = ["a", "b", *(f"m{i:02d}" for i in range(18))]
+    scripts = {
+        "status": render_status_script([Target("rc-1", str(run_dir))]),
+        "cancel": render_cancel_script("rc-1", str(run_dir), benches),
+        "resume": render_resume_script("rc-1", str(run_dir), benches),
+    }
+    for command, script in scripts.items():
+        status, payload, stderr = run_status(script, stubs)
+        assert status == UNSAFE_EXIT, (command, payload, stderr)
+        assert f"remote-chain refused: {path}" in stderr, command
+    assert not (stubs / "calls").exists()
+    assert victim.read_text() == "the victim's data\n"
