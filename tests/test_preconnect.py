@@ -210,22 +210,3 @@ def test_a_failed_preconnection_reports_what_the_ordinary_path_reports(
     assert _error_lines(early) == _error_lines(plain)
     assert _error_lines(early)
     assert early.stdout == plain.stdout
-
-
-def test_an_agents_socket_means_no_preconnection(
-    clean_env: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``open_remote`` prefers a running agent: then no asyncssh and no connection of ours."""
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setenv("REMOTE_CHAIN_STATE_DIR", str(clean_env / "state"))
-    assert not preconnect._agent_running()  # no folder at all
-    folder = clean_env / "state" / "agent"
-    folder.mkdir(parents=True)
-    assert not preconnect._agent_running()
-    (folder / "0123abcd.sock").write_text("")
-    assert preconnect._agent_running()
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(clean_env / "run"))
-    (clean_env / "run" / "remote-chain").mkdir(parents=True)
-    (clean_env / "run" / "remote-chain" / "feed.sock").write_text("")
-    (folder / "0123abcd.sock").unlink()
-    assert preconnect._agent_running()

@@ -1,27 +1,25 @@
 """Connect while the command line imports (issue 13, P9): the handshake overlaps start-up.
 
 A cold ``status``/``submit`` spends ~0.3 s importing (typer, pydantic, the orchestrator,
-asyncssh) before its first byte would leave, then waits ~7 round trips for TCP, the key
-exchange and authentication. ``start``, called first by ``cli.main``, reads the clusters
-named with ``-c`` and, for each:
+asyncssh) before its first byte leaves, then waits ~7 round trips for TCP, the key exchange
+and authentication. ``start`` (called by ``cli.main`` before anything heavy is imported)
+reads the clusters named with ``-c`` and, in a daemon thread:
 
-1. guesses the ``Endpoint`` the orchestrator will build from the profile's TOML and the
-   environment (no pydantic), and begins a non-blocking TCP connect to its host and port
-   (direct routes only, and only when no top-level ssh config file has a line that could send
-   it elsewhere), so TCP's handshake and the server's banner arrive during the imports;
-2. imports asyncssh (it must precede the first SSH byte) and runs the ordinary
-   ``ssh._connect`` (route, every host-key check) on an event loop in a daemon thread, waiting
-   (at most ``START_WAIT_S``) until the handshake's first bytes leave; asyncssh then mostly
-   waits on the network, and the GIL lets the imports go on meanwhile.
+1. opens a non-blocking TCP connection to each profile's ``host``/``port`` at once (only when
+   nothing in the top-level ssh config files could send it elsewhere), so TCP's handshake
+   and the server's banner arrive during the imports;
+2. builds each cluster's ``Endpoint`` with the very code the orchestrator uses
+   (``load_settings``, ``find_profile``, ``endpoint_for``) and runs the ordinary
+   ``ssh._connect`` on an event loop of its own. asyncssh mostly waits on the network, so
+   the GIL lets the main thread go on importing meanwhile.
 
-``take`` (called by ``open_remote`` just before a direct asyncssh connection) hands the
-connection over only if the real ``Endpoint`` equals the guess in every field that matters
-before authentication; the command then drives it through ``_Bridged``, which runs each call
-on the connection's own loop. Anything else (another endpoint, the openssh transport,
-``persist``, an agent's socket in its folder, ``--help``, an unreadable profile) leaves
-today's path untouched, and a connection opened for a wrong guess is dropped unused. Errors
-are the ordinary path's own: ``_connect`` raised them, with the same host names and timeouts
-(a connect timeout counts from the earlier start, so never later).
+``take`` (called by ``open_remote`` just before a direct asyncssh connection) hands over a
+connection only for an ``Endpoint`` equal to the one it was opened for; the command then
+drives it through ``_Bridged``, which runs each call on the connection's own loop. Anything
+else (another endpoint, jump hosts, the openssh transport, an agent, ``persist``, ``--help``,
+any error while guessing) leaves today's path untouched: the preconnected connection is
+dropped unused. Errors are the ordinary path's own: ``_connect`` raised them, with the same
+host names and timeouts (a connect timeout counts from the earlier start, so never later).
 """
 
 from __future__ import annotations
@@ -89,8 +87,6 @@ def start(argv: Sequence[str]) -> None:
     if parsed is None:
         return
     names, clusters_dir = parsed
-    if _agent_running():
-        return  # the command may go through it: no asyncssh, no connection of our own
     guesses = [g for g in (_guess(name, clusters_dir) for name in names) if g is not None]
     if not guesses:
         return
@@ -154,33 +150,6 @@ def _parse(argv: Sequence[str]) -> tuple[list[str], Path | None] | None:
             names.append(arg[2:])
     names = list(dict.fromkeys(n for n in names if n))
     return (names, clusters_dir) if 0 < len(names) <= MAX_EARLY else None
-
-
-def _agent_running() -> bool:
-    """Whether an agent's socket exists in a folder ``agent.agent_folder`` may name.
-
-    Any agent's, not only this endpoint's (its name hashes every field of the real
-    Endpoint): ``open_remote`` prefers a running agent, which never needs asyncssh here.
-    """
-    env = os.environ
-    runtime = env.get("XDG_RUNTIME_DIR", "")
-    folders = [Path(runtime) / "remote-chain"] if runtime and Path(runtime).is_absolute() else []
-    state = env.get("REMOTE_CHAIN_STATE_DIR", "")
-    xdg = env.get("XDG_STATE_HOME", "")
-    if state:
-        folders.append(Path(state).expanduser() / "agent")
-    elif xdg and Path(xdg).is_absolute():
-        folders.append(Path(xdg) / "remote-chain" / "agent")
-    else:
-        folders.append(Path.home() / ".local" / "state" / "remote-chain" / "agent")
-    for folder in folders:
-        try:
-            with os.scandir(folder) as entries:
-                if any(entry.name.endswith(".sock") for entry in entries):
-                    return True
-        except OSError:
-            continue
-    return False
 
 
 def _guess(name: str, clusters_dir: Path | None) -> Endpoint | None:
