@@ -30,7 +30,6 @@ import functools
 import os
 import socket
 import threading
-import time
 import tomllib
 from concurrent.futures import Future
 from pathlib import Path
@@ -48,7 +47,6 @@ if TYPE_CHECKING:
 _CONNECTING = frozenset({"status", "wait", "submit", "cancel", "resume", "logs"})
 _GLOBAL_WITH_VALUE = frozenset({"--clusters-dir", "--log-format"})
 MAX_EARLY = 8  # clusters preconnected at most; the rest connect as usual
-START_WAIT_S = 0.1  # longest the imports wait for the handshakes to begin
 # ssh config keywords that can change where (or how) the target is reached: with any of them
 # in a top-level config file, no raw TCP connection is opened ahead (step 1); the route
 # check in ``ssh._connect`` is what guarantees correctness either way.
@@ -96,27 +94,11 @@ def start(argv: Sequence[str]) -> None:
     from remote_chain.remote import ssh  # noqa: PLC0415 - asyncssh
 
     loop = asyncio.new_event_loop()
-    begun: list[threading.Event] = []
     for endpoint in guesses:
-        event = threading.Event()
-        coro = ssh.connect_early(endpoint, socks[endpoint.name], event.set)
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
-        future.add_done_callback(functools.partial(_set, event))  # failed: no wait either
-        _early[endpoint.name] = (endpoint, future)
-        begun.append(event)
+        coro = ssh.connect_early(endpoint, socks[endpoint.name])
+        _early[endpoint.name] = (endpoint, asyncio.run_coroutine_threadsafe(coro, loop))
     threading.Thread(target=loop.run_forever, name="remote-chain-preconnect", daemon=True).start()
     _loop = loop
-    # Leave the thread alone until its first SSH bytes leave (route, options, keys: ~20 ms of
-    # CPU): sharing the GIL with the imports would double that, and the imports can wait,
-    # the handshake's round trips being the longer path. Bounded: a slow DNS or TCP connect
-    # (or a failure, which never calls back) must not hold the command up.
-    deadline = time.monotonic() + START_WAIT_S
-    for event in begun:
-        event.wait(max(deadline - time.monotonic(), 0))
-
-
-def _set(event: threading.Event, _: object) -> None:
-    event.set()
 
 
 def _parse(argv: Sequence[str]) -> tuple[list[str], Path | None] | None:

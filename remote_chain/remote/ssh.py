@@ -13,7 +13,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -171,8 +171,6 @@ async def _connect_hop(
     hop: Hop,
     tunnel: asyncssh.SSHClientConnection | None,
     sock: socket.socket | None = None,
-    *,
-    client_factory: Callable[[], asyncssh.SSHClient] | None = None,
 ) -> asyncssh.SSHClientConnection:
     """One hop, verified against the profile's (or its config's) known_hosts; never prompts.
 
@@ -208,7 +206,6 @@ async def _connect_hop(
             keepalive_interval=hop.keepalive_interval or endpoint.keepalive_interval,
             connect_timeout=timeout,
             sock=sock,
-            client_factory=client_factory,
             # Keys only (agent, identity file, ssh config): a password or MFA prompt would
             # hang a CI job; MFA sites use the openssh transport instead.
             password_auth=False,
@@ -221,7 +218,6 @@ async def _connect(
     early: tuple[socket.socket, tuple[str, int]] | None = None,
     *,
     quiet: bool = False,
-    sending: Callable[[], None] | None = None,
 ) -> asyncssh.SSHClientConnection:
     """Connect hop by hop (jump hosts first) and authenticate, verifying every host key.
 
@@ -240,10 +236,7 @@ async def _connect(
     tunnel: asyncssh.SSHClientConnection | None = None
     try:
         for hop in route.hops:
-            factory = _Notifying.factory(sending) if sending and hop is route.target else None
-            connection = await _connect_hop(
-                endpoint, route, hop, tunnel, sock, client_factory=factory
-            )
+            connection = await _connect_hop(endpoint, route, hop, tunnel, sock)
             # Closing the target then closes the jump hosts too, as asyncssh's own tunnels do.
             connection.set_tunnel(tunnel)
             tunnel = connection
@@ -265,28 +258,10 @@ async def _connect(
 
 
 async def connect_early(
-    endpoint: Endpoint,
-    early: tuple[socket.socket, tuple[str, int]] | None,
-    sending: Callable[[], None],
+    endpoint: Endpoint, early: tuple[socket.socket, tuple[str, int]] | None
 ) -> asyncssh.SSHClientConnection:
-    """``_connect`` for ``preconnect``'s thread, with the TCP connection it began, if any;
-    ``sending`` is called as the target's SSH handshake begins (its version string)."""
-    return await _connect(endpoint, early, quiet=True, sending=sending)
-
-
-class _Notifying(asyncssh.SSHClient):
-    """asyncssh's default client, calling back when the connection is made: asyncssh sends
-    its version string right after (``SSHConnection.connection_made``)."""
-
-    def __init__(self, sending: Callable[[], None]) -> None:
-        self._sending = sending
-
-    @classmethod
-    def factory(cls, sending: Callable[[], None]) -> Callable[[], asyncssh.SSHClient]:
-        return lambda: cls(sending)
-
-    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
-        self._sending()
+    """``_connect`` for ``preconnect``'s thread, with the TCP connection it began, if any."""
+    return await _connect(endpoint, early, quiet=True)
 
 
 class SshRemote(ClosingContext):
