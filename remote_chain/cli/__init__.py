@@ -57,10 +57,6 @@ __all__ = [
 
 def main() -> None:
     """The console script ``remote-chain``: ``run_cli``, then a fast exit (``_exit_now``)."""
-    # Connect to the -c clusters while the rest imports (issue 13, P9; remote/preconnect).
-    from remote_chain.remote.preconnect import start  # noqa: PLC0415 - a small module
-
-    start(sys.argv[1:])
     try:
         run_cli()
     except SystemExit as done:

@@ -102,12 +102,6 @@ async def open_remote(endpoint: Endpoint) -> Remote:
     through_agent = await open_via_agent(endpoint)
     if through_agent is not None:
         return through_agent
-    # Connected while the command line imported (issue 13, P9), if cli.main began it.
-    from remote_chain.remote import preconnect  # noqa: PLC0415
-
-    early = await preconnect.take(endpoint)
-    if early is not None:
-        return early
     from remote_chain.remote.ssh import SshRemote  # noqa: PLC0415
 
     return await SshRemote.open(endpoint)

@@ -55,7 +55,6 @@ READ_CHUNK = 64 * 1024
 _SSH_CONFIG = "~/.ssh/config"
 
 _Doing = Literal["connect", "command"]
-Connection = asyncssh.SSHClientConnection  # for modules that must not import asyncssh
 
 
 def _translate(
@@ -170,25 +169,11 @@ async def _connect_hop(
     route: Route,
     hop: Hop,
     tunnel: asyncssh.SSHClientConnection | None,
-    sock: socket.socket | None = None,
 ) -> asyncssh.SSHClientConnection:
-    """One hop, verified against the profile's (or its config's) known_hosts; never prompts.
-
-    ``sock``: a TCP connection to this hop begun ahead (``preconnect``); if it failed, the
-    ordinary connect runs and reports why.
-    """
+    """One hop, verified against the profile's (or its config's) known_hosts; never prompts."""
     known_hosts = _existing_known_hosts(endpoint, hop)
     identity = endpoint.identity_file
     with _translated(endpoint, "connect", hop.connect_timeout, hop):
-        timeout = hop.connect_timeout
-        if sock is not None:
-            started = time.monotonic()
-            with anyio.fail_after(timeout):
-                await anyio.wait_writable(sock)
-            timeout = max(timeout - (time.monotonic() - started), 0.001)
-            if sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
-                sock.close()
-                sock = None
         # asyncssh reads the same config files for the rest (HostName, IdentityFile,
         # IdentitiesOnly, CertificateFile, IdentityAgent, HostKeyAlias, ...); `()` is its
         # "not given". Host keys, the route and the timeout are ours, for every hop alike.
@@ -204,8 +189,7 @@ async def _connect_hop(
             tunnel=tunnel,
             proxy_command=None if tunnel is not None else (),
             keepalive_interval=hop.keepalive_interval or endpoint.keepalive_interval,
-            connect_timeout=timeout,
-            sock=sock,
+            connect_timeout=hop.connect_timeout,
             # Keys only (agent, identity file, ssh config): a password or MFA prompt would
             # hang a CI job; MFA sites use the openssh transport instead.
             password_auth=False,
@@ -213,30 +197,14 @@ async def _connect_hop(
         )
 
 
-async def _connect(
-    endpoint: Endpoint,
-    early: tuple[socket.socket, tuple[str, int]] | None = None,
-    *,
-    quiet: bool = False,
-) -> asyncssh.SSHClientConnection:
-    """Connect hop by hop (jump hosts first) and authenticate, verifying every host key.
-
-    ``early``: a TCP connection begun ahead to (host, port) (``preconnect``), used only when
-    the route is that one direct hop; else it is closed and the hops connect as usual.
-    """
+async def _connect(endpoint: Endpoint) -> asyncssh.SSHClientConnection:
+    """Connect hop by hop (jump hosts first) and authenticate, verifying every host key."""
     route = resolve(endpoint)
     started = time.monotonic()
-    sock: socket.socket | None = None
-    if early is not None:
-        sock, address = early
-        target = route.target
-        if route.jumps or target.proxy_command or (target.host, target.port) != address:
-            sock.close()
-            sock = None
     tunnel: asyncssh.SSHClientConnection | None = None
     try:
         for hop in route.hops:
-            connection = await _connect_hop(endpoint, route, hop, tunnel, sock)
+            connection = await _connect_hop(endpoint, route, hop, tunnel)
             # Closing the target then closes the jump hosts too, as asyncssh's own tunnels do.
             connection.set_tunnel(tunnel)
             tunnel = connection
@@ -246,22 +214,15 @@ async def _connect(
         raise
     if tunnel is None:  # pragma: no cover - a route always ends with the target
         raise RemoteError("empty ssh route", host=endpoint.name)
-    if not quiet:  # preconnect's thread: logging is not configured yet (stdout is JSON's)
-        _log.debug(
-            "ssh_connected",
-            cluster=endpoint.name,
-            host=route.target.host,
-            hops=len(route.hops),
-            seconds=round(time.monotonic() - started, 3),
-        )
+    seconds = round(time.monotonic() - started, 3)
+    _log.debug(
+        "ssh_connected",
+        cluster=endpoint.name,
+        host=route.target.host,
+        hops=len(route.hops),
+        seconds=seconds,
+    )
     return tunnel
-
-
-async def connect_early(
-    endpoint: Endpoint, early: tuple[socket.socket, tuple[str, int]] | None
-) -> asyncssh.SSHClientConnection:
-    """``_connect`` for ``preconnect``'s thread, with the TCP connection it began, if any."""
-    return await _connect(endpoint, early, quiet=True)
 
 
 class SshRemote(ClosingContext):

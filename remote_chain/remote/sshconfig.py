@@ -77,8 +77,6 @@ class Hop:
     connect_timeout: float
     keepalive_interval: float | None
     jump: bool = False
-    # The config names a ProxyCommand for it: a TCP connection begun ahead is not its route.
-    proxy_command: bool = False
 
     @property
     def where(self) -> str:
@@ -237,7 +235,6 @@ def _hop(
         connect_timeout=timeout,
         keepalive_interval=float(keepalive) if isinstance(keepalive, int) else None,
         jump=jump,
-        proxy_command=bool(config.get("ProxyCommand")),
     )
 
 
