@@ -21,6 +21,9 @@ _ESCAPES = {"\\": "\\", "t": "\t", "n": "\n"}
 _B64 = "\\b"
 _GZIP = "\\z"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # the gzip container, as `gzip -c` writes it
+# What a \\z field may inflate to: the run record and squeue lines of 10,000 chains are ~3 MB.
+# The reply itself is capped (max_output_bytes); its gzip could still be a 1000-fold bomb.
+GZIP_MAX = 64 << 20
 ESCAPED_MAX = 65536  # bytes; a longer field is base64 (wire.bash: bash escapes ~0.1 s per MB)
 _PLAIN = re.compile(r"[\t\n -~]*")
 
@@ -52,7 +55,11 @@ def decode_field(field: str, errors: str = "replace") -> str:
     if field.startswith(_GZIP):
         try:
             raw = base64.b64decode(field[2:], validate=True)
-            return zlib.decompress(raw, _GZIP_WBITS).decode("utf-8", errors) if raw else ""
+            inflate = zlib.decompressobj(_GZIP_WBITS)
+            data = inflate.decompress(raw, GZIP_MAX)
+            if inflate.unconsumed_tail:  # over GZIP_MAX: read as corrupt, never held whole
+                return ""
+            return data.decode("utf-8", errors)
         except (binascii.Error, ValueError, zlib.error):
             return ""
     if "\\" not in field:

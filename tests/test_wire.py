@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
 import subprocess
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from remote_chain import wire
 from remote_chain._template import render_template
 from remote_chain.wire import decode, encode
 
@@ -122,3 +125,11 @@ def test_buffered_records_come_out_once_and_in_order(tmp_path: Path) -> None:
     records = decode(_as_transport(_bash(script, str(path).encode())))
     expected = [("N", str(i)) for i in range(1, 601)]
     assert records == [*expected, ("F", "file bytes"), ("N", "601"), ("SUB", "1"), ("DONE",)]
+
+
+def test_a_gzipped_field_past_the_bound_is_empty() -> None:
+    """A \\z field that would inflate past GZIP_MAX (a gzip bomb) reads as empty text."""
+    bomb = base64.b64encode(gzip.compress(b"0" * (wire.GZIP_MAX + 1))).decode()
+    assert decode(f"RUN\t1\t\\z{bomb}\n") == [("RUN", "1", "")]
+    fits = base64.b64encode(gzip.compress(b"0" * 1000)).decode()
+    assert decode(f"RUN\t1\t\\z{fits}\n") == [("RUN", "1", "0" * 1000)]
