@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchlib import agentpoll
+from benchlib import agentpoll, floor
 from benchlib.baselines import Plan, SshTarget, careful_openssh
 from benchlib.common import DELAYS_MS, Ctx, retried, runner_file, write_config
 from benchlib.rig import REPO
@@ -40,6 +40,7 @@ LOCAL_TARGET_S = 0.25  # local time at 0 ms beyond that ssh
 CAREFUL_TARGET = 5.0  # cold submit vs the careful by-hand baseline at 50 ms
 SSH, STATUS, SUBMIT, CAREFUL = "bare ssh true", "status --json", "submit --json", "careful OpenSSH"
 AGENT = "status --json, agent running (persist)"
+FLOOR = "floor: python + asyncssh, `true`"  # benchlib/floor.py
 P8_LOCAL_S = 0.15  # P8: status through the agent <= 2 RTT + 0.15 s
 
 
@@ -181,6 +182,7 @@ def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
             ]  # fmt: skip
             got = {
                 SSH: retried(ctx, "P9 ssh", _timed, ssh, env, ctx.tmp),
+                FLOOR: retried(ctx, "P9 floor", _timed, floor.argv(t), env, ctx.tmp),
                 STATUS: retried(ctx, "P9 status", _timed, [*cli, *status], env, ctx.tmp),
                 AGENT: retried(ctx, "P8 status", _timed, [*cli, *status], agent_env, ctx.tmp),
             }
@@ -266,6 +268,7 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
                 f"{extra_wall.median:.3f} s (includes the login node's own work)",
             )
         )
+    _floor(ctx, samples)
     r = _ratios(samples, AGENT, SSH, d50)
     ctx.verdicts.append(
         Verdict(
@@ -310,6 +313,38 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
             f"{r.median:.2f}x (paired median of {r.n}; "
             f"{statistics.median(samples.wall[CAREFUL, d50]):.3f} s vs "
             f"{statistics.median(samples.wall[SUBMIT, d50]):.3f} s)",
+        )
+    )
+
+
+def _floor(ctx: Ctx, samples: _Samples) -> None:
+    """P9's floor (benchlib/floor.py) against the bare ssh, and what status adds on top of it."""
+    d0, d50 = DELAYS_MS
+    r = _ratios(samples, FLOOR, SSH, d50)
+    local = Summary.of(
+        [x - y for x, y in zip(samples.cpu[FLOOR, d0], samples.cpu[SSH, d0], strict=True)]
+    )
+    above = {
+        m: Summary.of(
+            [x - y for x, y in zip(samples.wall[m, d50], samples.wall[FLOOR, d50], strict=True)]
+        )
+        for m in (STATUS, SUBMIT)
+    }
+    ctx.rows.append(
+        Row(
+            "p9.floor",
+            "P9 floor: a new python process that imports asyncssh, connects and runs `true`, "
+            "vs bare ssh at 50 ms",
+            f"{r.median:.2f}x [{r.min:.2f}-{r.max:.2f}]",
+            baseline=f"its client CPU beyond ssh's at 0 ms {seconds(local)}; at 50 ms, "
+            f"status {above[STATUS].median:+.3f} s and submit {above[SUBMIT].median:+.3f} s "
+            "beyond it",
+            target=f"reported (the least a Python asyncssh client pays; P9: <= {RATIO_TARGET}x)",
+            data={
+                "ratio": r.to_json(),
+                "local": local.to_json(),
+                **{f"{m} above floor": s.to_json() for m, s in above.items()},
+            },
         )
     )
 

@@ -1,0 +1,64 @@
+"""P9's floor: the least any Python client built on asyncssh pays for one command, cold.
+
+A new process that imports asyncssh, connects (the same key, known_hosts and host-key check
+as remote-chain) and runs ``true``, then leaves with ``os._exit`` as the CLI does: no config,
+no script, no parsing. remote-chain cannot cost less than this and still be an asyncssh
+client in Python (the design card), so its ratio to a bare ``ssh host true`` is the floor under
+P9's <= 1.4x, measured side by side in the same rounds (issue 13: a miss that hits a physical
+limit is explained by the measurement that shows it).
+
+Run as ``python floor.py HOST PORT USER IDENTITY KNOWN_HOSTS``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # run as a script too: it imports nothing of the bench's
+    from benchlib.baselines import SshTarget
+
+
+def argv(target: SshTarget) -> list[str]:
+    """The floor client's command line for one target."""
+    return [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        target.host,
+        str(target.port),
+        target.user,
+        str(target.identity_file),
+        str(target.known_hosts),
+    ]
+
+
+def _main() -> None:
+    import asyncio  # noqa: PLC0415 - timed as part of the process, as the CLI's are
+    import os  # noqa: PLC0415
+
+    import asyncssh  # noqa: PLC0415
+
+    host, port, user, key, known = sys.argv[1:6]
+
+    async def run() -> int:
+        async with asyncssh.connect(
+            host,
+            int(port),
+            username=user,
+            client_keys=[key],
+            known_hosts=known,
+            config=[],
+            password_auth=False,  # as remote-chain's own connect (remote/ssh.py)
+            kbdint_auth=False,
+        ) as conn:
+            result = await conn.run("true", check=False)
+            return int(result.exit_status or 0)
+
+    code = asyncio.run(run())
+    sys.stdout.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _main()
