@@ -113,6 +113,40 @@ async def test_a_jump_host_is_verified_against_the_profile_s_known_hosts(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_bastion_behind_a_bastion_is_reached_through_both(
+    hop: Sshd, target: Sshd, both_known: Path, tmp_path: Path, transport: Transport
+) -> None:
+    """The target's ProxyJump names ``inner``, whose own Host block jumps through ``outer``:
+    the route is outer, inner, target (OpenSSH's order), every hop with the profile's key and
+    known_hosts. Both bastions are the hop server under two names: two logins on it."""
+    config = _write_config(
+        tmp_path / "ssh_config",
+        f"Host lab\n  HostName {HOST}\n  Port {target.port}\n  User {target.user}\n"
+        "  ProxyJump inner\n"
+        f"Host inner\n  HostName {HOST}\n  Port {hop.port}\n  User {hop.user}\n"
+        "  ProxyJump outer\n"
+        f"Host outer\n  HostName {HOST}\n  Port {hop.port}\n  User {hop.user}\n",
+    )
+    endpoint = Endpoint(
+        name="lab",
+        host="lab",
+        identity_file=hop.client_key,
+        known_hosts=both_known,
+        ssh_config=config,
+        transport=transport,
+        connect_timeout=5,
+    )
+    hop_logins = hop.accepted_logins()
+    async with await open_remote(endpoint) as remote:
+        assert (await remote.run("echo two bastions")).stdout == "two bastions\n"
+    # outer, then inner through it: two logins per connection (openssh makes one for its
+    # check and one per command, each through both bastions).
+    logins = hop.accepted_logins() - hop_logins
+    assert logins == 2 if transport == "asyncssh" else logins in (2, 4)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_wrong_jump_host_key_is_refused_naming_the_hop(
     hop: Sshd, target: Sshd, tmp_path: Path, transport: Transport
 ) -> None:

@@ -212,3 +212,42 @@ def test_openssh_jump_hosts_get_the_profile_s_checks(known_hosts: Path, tmp_path
     assert command.count(f"UserKnownHostsFile={known_hosts}") == 2
     assert "[%%h]:%%p" in command  # the inner hop's tokens, escaped for the outer ssh
     assert command.endswith("-l bob -p 2022 -W '[%h]:%p' -- b")
+
+
+def test_the_first_jump_host_s_own_proxyjump_is_followed(tmp_path: Path, known_hosts: Path) -> None:
+    """A bastion behind a bastion: the first jump host's own ProxyJump comes before it, as
+    OpenSSH's ``ssh -W`` to that host reads the config for it; a later hop's is not used."""
+    config = _config(
+        tmp_path,
+        "Host eos\n  ProxyJump inner,relay\n"
+        "Host inner\n  ProxyJump outer\n"
+        "Host outer\n  ProxyJump edge\n"
+        "Host relay\n  ProxyJump nowhere\n",
+    )
+    route = resolve(Endpoint(name="eos", host="eos", known_hosts=known_hosts, ssh_config=config))
+    assert [h.alias for h in route.hops] == ["edge", "outer", "inner", "relay", "eos"]
+    assert all(h.jump for h in route.jumps)
+    profile = resolve(Endpoint(name="eos", host="eos", proxy_jump="outer", ssh_config=config))
+    assert [h.alias for h in profile.hops] == ["edge", "outer", "eos"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Host eos\n  ProxyJump gate\nHost gate\n  ProxyJump eos\n",
+        "Host eos\n  ProxyJump gate\nHost *\n  ProxyJump gate\n",
+    ],
+)
+def test_a_proxyjump_loop_is_a_config_error(tmp_path: Path, text: str) -> None:
+    """A chain of jump hosts that comes back to itself is refused, naming the loop."""
+    config = _config(tmp_path, text)
+    with pytest.raises(ConfigError, match=r"ProxyJump loop: .*gate"):
+        resolve(Endpoint(name="eos", host="eos", ssh_config=config))
+
+
+def test_a_proxyjump_chain_past_the_limit_is_a_config_error(tmp_path: Path) -> None:
+    """Twenty bastions, each behind the next: refused before any connection, not recursed."""
+    blocks = "".join(f"Host b{i}\n  ProxyJump b{i + 1}\n" for i in range(20))
+    config = _config(tmp_path, "Host eos\n  ProxyJump b0\n" + blocks)
+    with pytest.raises(ConfigError, match="more than 8 jump hosts"):
+        resolve(Endpoint(name="eos", host="eos", ssh_config=config))

@@ -39,7 +39,12 @@ from remote_chain.remote import (
 )
 from remote_chain.remote.endpoint import Endpoint
 from remote_chain.remote.markers import REMOTE_COMMAND, wrap
-from remote_chain.remote.sshconfig import DEFAULT_CONNECT_TIMEOUT, split_jump
+from remote_chain.remote.sshconfig import (
+    DEFAULT_CONNECT_TIMEOUT,
+    MAX_HOPS,
+    follow_jump,
+    split_jump,
+)
 
 _log = structlog.get_logger()
 
@@ -269,6 +274,32 @@ async def _ssh_g(endpoint: Endpoint, host: str, options: Sequence[str]) -> dict[
     return parse_ssh_g(completed.stdout.decode("utf-8", "replace"))
 
 
+async def _jump_specs(
+    endpoint: Endpoint, jump: str | None, source: str, *, seen: tuple[str, ...]
+) -> list[str]:
+    """The jump hosts of one ProxyJump value, each checked by ``ssh -G``; the first one's own
+    ProxyJump first, as OpenSSH follows it (``sshconfig._jumps`` says why). Our ProxyCommand
+    chain then reaches every one of them with our checks: an ssh that followed a ProxyJump by
+    itself would check the bastion against the default known_hosts only."""
+    if jump is None or jump.lower() == "none":
+        return []
+    specs = [part.strip() for part in jump.split(",") if part.strip()]
+    out: list[str] = []
+    for index, spec in enumerate(specs):
+        user, host, port = split_jump(spec)
+        hop_options = (["-l", user] if user else []) + (["-p", str(port)] if port else [])
+        resolved = await _ssh_g(endpoint, host, hop_options)
+        refuse_unchecked(resolved, f"jump host {host!r}", source)
+        own = (resolved.get("proxyjump") or [""])[0]
+        if index == 0 and own and own.lower() != "none":
+            inner = follow_jump(seen, host, source)
+            out += await _jump_specs(endpoint, own, source, seen=inner)
+        out.append(spec)
+        if len(out) > MAX_HOPS:
+            raise ConfigError(f"more than {MAX_HOPS} jump hosts reaching {jump!r}", source=source)
+    return out
+
+
 async def _resolve(endpoint: Endpoint) -> _Resolved:
     """The target and every jump host as ``ssh -G`` resolves them; refuses unchecked ones."""
     source = str(endpoint.ssh_config or "ssh config")
@@ -281,14 +312,8 @@ async def _resolve(endpoint: Endpoint) -> _Resolved:
     refuse_unchecked(target, f"host {endpoint.host!r}", source)
     jump = endpoint.proxy_jump or (target.get("proxyjump") or [""])[0] or None
     extra: list[str] = []
-    if jump is not None and jump.lower() != "none":
-        hops = [part.strip() for part in jump.split(",") if part.strip()]
-        for spec in hops:
-            user, host, port = split_jump(spec)
-            hop_options = (["-l", user] if user else []) + (["-p", str(port)] if port else [])
-            refuse_unchecked(
-                await _ssh_g(endpoint, host, hop_options), f"jump host {host!r}", source
-            )
+    hops = await _jump_specs(endpoint, jump, source, seen=(endpoint.host,))
+    if hops:
         extra = ["-o", f"ProxyCommand={_proxy_command(endpoint, hops)}"]
     timeout = endpoint.connect_timeout
     if timeout is None:

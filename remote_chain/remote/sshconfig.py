@@ -43,6 +43,7 @@ __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
     "Hop",
     "Route",
+    "follow_jump",
     "resolve",
     "split_jump",
 ]  # a ProxyJump chain longer than this is surely a loop
@@ -252,15 +253,51 @@ def resolve(endpoint: Endpoint) -> Route:
     if jump is None:
         configured = target_config.get("ProxyJump")
         jump = str(configured) if configured else None
-    hops: list[Hop] = []
-    if jump is not None and jump.lower() != "none":
-        specs = [part.strip() for part in jump.split(",") if part.strip()]
-        if len(specs) > MAX_HOPS:
-            raise ConfigError(f"more than {MAX_HOPS} jump hosts in {jump!r}", source=label)
-        for spec in specs:
-            user, alias, port = split_jump(spec)
-            hop_config = lookup(alias, files, user=user, port=port)
-            _refuse_unchecked(hop_config, alias, "jump host", label)
-            hops.append(_hop(alias, hop_config, endpoint, user=user, port=port, jump=True))
+    hops = _jumps(jump, files, endpoint, label, seen=(endpoint.host,))
     target = _hop(endpoint.host, target_config, endpoint, user=endpoint.user, port=endpoint.port)
     return Route((*hops, target), files)
+
+
+def follow_jump(seen: tuple[str, ...], alias: str, source: str) -> tuple[str, ...]:
+    """``seen`` plus ``alias``, whose own ProxyJump is about to be followed; a ConfigError if
+    that comes back to a host already on the chain or goes past ``MAX_HOPS`` (both
+    transports: ``_jumps`` here, ``openssh._jump_specs``)."""
+    if alias in seen:
+        raise ConfigError(f"ProxyJump loop: {' -> '.join((*seen, alias))}", source=source)
+    if len(seen) > MAX_HOPS:
+        raise ConfigError(f"more than {MAX_HOPS} jump hosts before {alias}", source=source)
+    return (*seen, alias)
+
+
+def _jumps(
+    jump: str | None,
+    files: tuple[Path, ...],
+    endpoint: Endpoint,
+    label: str,
+    *,
+    seen: tuple[str, ...],
+) -> list[Hop]:
+    """The hops of one ProxyJump value, jump hosts first, each looked up and checked.
+
+    The first jump host's own ``ProxyJump`` is followed, as OpenSSH does: it reaches that
+    host with an ssh of its own (``ssh -W``) that reads the config for it; the later ones are
+    reached through the hop before them, whatever their own Host block says (``-J`` on that
+    ssh's command line wins). A bastion behind a bastion is common at sites; a chain that
+    comes back to a host already on it, or grows past ``MAX_HOPS``, is a ConfigError.
+    """
+    if jump is None or jump.lower() == "none":
+        return []
+    specs = [part.strip() for part in jump.split(",") if part.strip()]
+    hops: list[Hop] = []
+    for index, spec in enumerate(specs):
+        user, alias, port = split_jump(spec)
+        hop_config = lookup(alias, files, user=user, port=port)
+        _refuse_unchecked(hop_config, alias, "jump host", label)
+        own = hop_config.get("ProxyJump")
+        if index == 0 and own and str(own).lower() != "none":
+            inner = follow_jump(seen, alias, label)
+            hops += _jumps(str(own), files, endpoint, label, seen=inner)
+        hops.append(_hop(alias, hop_config, endpoint, user=user, port=port, jump=True))
+        if len(hops) > MAX_HOPS:
+            raise ConfigError(f"more than {MAX_HOPS} jump hosts reaching {jump!r}", source=label)
+    return hops
