@@ -5,9 +5,12 @@ a timeout costs a new channel and never a command."""
 
 from __future__ import annotations
 
+import os
 import secrets
+import signal
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -67,12 +70,14 @@ def test_done_lines_of_another_nonce_are_payload() -> None:
     assert ready_pid(ready + b"rest", nonce) == (42, b"motdrest")
 
 
-def _local_loop(scripts: list[str]) -> list[CommandResult]:
+def _local_loop(scripts: list[str], env: dict[str, str] | None = None) -> list[CommandResult]:
     """Run the loop in a local ``bash -s`` (what ``bash -l -s`` runs after login files)."""
     ready = secrets.token_hex(16)
     wrapped = [wrap(s) for s in scripts]
     stdin = shell_loop(ready) + b"".join(frame_request(w, n) for w, n in wrapped)
-    done = subprocess.run(["bash", "-s"], input=stdin, capture_output=True, timeout=30, check=True)
+    done = subprocess.run(
+        ["bash", "-s"], input=stdin, capture_output=True, timeout=30, check=True, env=env
+    )
     found = ready_pid(done.stdout, ready)
     assert found is not None
     out = found[1]
@@ -115,6 +120,42 @@ def test_the_loop_answers_requests_in_order_locally() -> None:
     assert results[3].stderr == f"\n{DONE_MARKER}{'0' * 32}\n"  # stderr: by its length
     assert (results[4].exit_status, results[4].stdout) == (1, "trapped\n")
     assert results[5].stdout.startswith("x=unset ")
+
+
+def test_replies_are_kept_in_the_login_s_runtime_dir_else_tmpdir(tmp_path: Path) -> None:
+    """$XDG_RUNTIME_DIR first (a per-user tmpfs: other users cannot fill it), else $TMPDIR;
+    either way the folder is gone once the loop ends."""
+    runtime, tmp = tmp_path / "run", tmp_path / "tmp"
+    runtime.mkdir(mode=0o700)
+    tmp.mkdir()
+    where = ['dirname "$__rc_dir"']
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp)}
+    assert _local_loop(where, {**env, "XDG_RUNTIME_DIR": str(runtime)})[0].stdout == f"{runtime}\n"
+    missing = str(tmp_path / "gone")
+    assert _local_loop(where, {**env, "XDG_RUNTIME_DIR": missing})[0].stdout == f"{tmp}\n"
+    assert _local_loop(where, env)[0].stdout == f"{tmp}\n"
+    assert list(runtime.iterdir()) == list(tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGHUP, signal.SIGTERM])
+def test_a_loop_ended_by_a_signal_removes_its_folder(tmp_path: Path, signal_number: int) -> None:
+    """sshd hangs up on the loop when the connection drops: the folder still goes."""
+    ready = secrets.token_hex(16)
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}
+    with subprocess.Popen(
+        ["bash", "-s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    ) as loop:
+        assert loop.stdin is not None
+        assert loop.stdout is not None
+        loop.stdin.write(shell_loop(ready))
+        loop.stdin.flush()
+        line = b""
+        while ready.encode() not in line:
+            line += loop.stdout.readline()
+        assert len(list(tmp_path.iterdir())) == 1
+        loop.send_signal(signal_number)
+        assert loop.wait(timeout=10) == 128 + signal_number
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- against a real sshd --------------------------------------------------------------------

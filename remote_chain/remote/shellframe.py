@@ -40,8 +40,13 @@ _NONCE = re.compile("[0-9a-f]{32}")
 # `read -N` counts characters and ${#...} too: LC_ALL=C (local to the two helpers) makes
 # them bytes, as the header and the done line count. The header is checked: a torn or
 # foreign line ends the loop (the channel closes and the agent falls back to an exec)
-# rather than running a half-read script. The folder goes when the loop ends (EOF on stdin
-# when the agent closes the channel); a loop killed by SIGKILL leaves it, empty-sized.
+# rather than running a half-read script. The reply folder is in $XDG_RUNTIME_DIR when the
+# login has one (pam_systemd's per-user tmpfs), else $TMPDIR or /tmp: a login node's /tmp is
+# filled by its other users, and a reply that cannot be written reads as a lost connection
+# ("may have run") where an exec would have answered. It goes when the loop ends: EOF on
+# stdin when the agent closes the channel, or sshd's SIGHUP on a dropped connection (the
+# variable is global so that the EXIT trap still sees it after the function returned); a
+# loop killed by SIGKILL leaves it, empty-sized.
 _LOOP = """\
 __rc_read() {{
 local LC_ALL=C
@@ -58,9 +63,12 @@ IFS= read -r -d '' __rc_e <"$__rc_dir/e"
 printf '%s\\n%s%s %d %d\\n%s' "$__rc_o" '{done}' "$__rc_nonce" "$1" "${{#__rc_e}}" "$__rc_e"
 }}
 __rc_shell() {{
-local __rc_nonce __rc_len __rc_body __rc_dir
-__rc_dir=$(mktemp -d "${{TMPDIR:-/tmp}}/remote-chain-shell.XXXXXXXX") || return 1
+local __rc_nonce __rc_len __rc_body __rc_name=remote-chain-shell.XXXXXXXX
+__rc_dir=$(mktemp -d "${{XDG_RUNTIME_DIR:-/nonexistent}}/$__rc_name" 2>/dev/null) ||
+__rc_dir=$(mktemp -d "${{TMPDIR:-/tmp}}/$__rc_name") || return 1
 trap 'rm -rf "$__rc_dir"' EXIT
+trap 'exit 129' HUP
+trap 'exit 143' TERM
 printf '\\n%s %d\\n' '{ready}' "$$"
 while __rc_read; do
 ( eval "$__rc_body" ) </dev/null >"$__rc_dir/o" 2>"$__rc_dir/e"
