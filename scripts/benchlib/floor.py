@@ -7,7 +7,11 @@ client in Python (the design card), so its ratio to a bare ``ssh host true`` is 
 P9's <= 1.4x, measured side by side in the same rounds (issue 13: a miss that hits a physical
 limit is explained by the measurement that shows it).
 
-Run as ``python floor.py HOST PORT USER IDENTITY KNOWN_HOSTS``.
+With ``--card`` it first imports the design card's other packages (pydantic-settings,
+structlog, tenacity, anyio: what every remote-chain command loads), so the two rows together
+say what the fixed stack costs before any of remote-chain's own code runs.
+
+Run as ``python floor.py [--card] HOST PORT USER IDENTITY KNOWN_HOSTS``.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ if TYPE_CHECKING:  # run as a script too: it imports nothing of the bench's
     from benchlib.baselines import SshTarget
 
 
-def argv(target: SshTarget) -> list[str]:
-    """The floor client's command line for one target."""
+def argv(target: SshTarget, *, card: bool = False) -> list[str]:
+    """The floor client's command line for one target; ``card``: with the card's packages."""
     return [
         sys.executable,
         str(Path(__file__).resolve()),
+        *(["--card"] if card else []),
         target.host,
         str(target.port),
         target.user,
@@ -37,9 +42,21 @@ def _main() -> None:
     import asyncio  # noqa: PLC0415 - timed as part of the process, as the CLI's are
     import os  # noqa: PLC0415
 
+    args = sys.argv[1:]
+    if args[:1] == ["--card"]:
+        args = args[1:]
+        import anyio  # noqa: F401, PLC0415
+        import pydantic_settings  # noqa: F401, PLC0415
+        import tenacity  # noqa: F401, PLC0415
+
+        # structlog as remote_chain.logconfig imports it: with rich hidden (~20 ms less).
+        sys.modules["rich"] = None  # type: ignore[assignment]
+        import structlog  # noqa: F401, PLC0415
+
+        del sys.modules["rich"]
     import asyncssh  # noqa: PLC0415
 
-    host, port, user, key, known = sys.argv[1:6]
+    host, port, user, key, known = args[:5]
 
     async def run() -> int:
         async with asyncssh.connect(
