@@ -98,7 +98,9 @@ def free_port() -> int:
         return port
 
 
-def _config(directory: Path, port: int, user: str, home: Path, max_sessions: int | None) -> str:
+def _config(
+    directory: Path, port: int, user: str, home: Path, *, max_sessions: int | None, accept_env: bool
+) -> str:
     lines = [
         f"ListenAddress {HOST}",
         f"Port {port}",
@@ -123,6 +125,8 @@ def _config(directory: Path, port: int, user: str, home: Path, max_sessions: int
     ]
     if max_sessions is not None:
         lines.append(f"MaxSessions {max_sessions}")
+    if accept_env:  # Debian's and Ubuntu's default; OpenSSH's own default accepts no name
+        lines.append("AcceptEnv LANG LC_*")
     return "\n".join(lines) + "\n"
 
 
@@ -149,11 +153,17 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def running_sshd(
-    directory: Path, *, max_sessions: int | None = None, noisy_login: bool = False
+    directory: Path,
+    *,
+    max_sessions: int | None = None,
+    noisy_login: bool = False,
+    accept_env: bool = False,
 ) -> Iterator[Sshd]:
     """Start ``sshd -D -e`` on a free loopback port; stop it (by its own PID) on exit.
 
-    ``max_sessions`` sets ``MaxSessions`` (OpenSSH's default, 10, when ``None``).
+    ``max_sessions`` sets ``MaxSessions`` (OpenSSH's default, 10, when ``None``);
+    ``accept_env`` adds Debian's ``AcceptEnv LANG LC_*`` (none accepted when ``False``, so
+    scripts arrive on stdin only).
     """
     if not Path(SSHD).is_file():
         raise RuntimeError(f"{SSHD} is missing: install openssh-server")
@@ -173,7 +183,9 @@ def running_sshd(
     log = directory / "sshd.log"
     for _ in range(BIND_TRIES):
         port = free_port()
-        config.write_text(_config(directory, port, user, home, max_sessions))
+        config.write_text(
+            _config(directory, port, user, home, max_sessions=max_sessions, accept_env=accept_env)
+        )
         with log.open("wb") as log_file:
             process = subprocess.Popen(
                 [SSHD, "-D", "-e", "-f", str(config)], stdout=log_file, stderr=log_file

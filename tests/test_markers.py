@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from pathlib import Path
@@ -13,8 +14,12 @@ from hypothesis import strategies as st
 from remote_chain.remote.markers import (
     BEGIN_MARKER,
     END_MARKER,
+    EXEC_COMMAND,
     REMOTE_COMMAND,
+    SCRIPT_ENV,
+    SCRIPT_ENV_MAX_BYTES,
     MarkerError,
+    script_env,
     split_stderr,
     unwrap,
     wrap,
@@ -54,9 +59,61 @@ def run_bash(stdin: str, *, noise: str = "", noise_err: str = "") -> tuple[str, 
     return done.stdout.decode(), done.stderr.decode()
 
 
+# What EXEC_COMMAND's bash runs once its login files are read: the script from the env
+# variable, else from stdin.
+_EVAL = EXEC_COMMAND.removeprefix("bash -l -c '").removesuffix("'")
+
+
+def run_exec(wrapped: str, *, via_env: bool, stdin: str | None = None) -> tuple[str, str]:
+    """Run ``EXEC_COMMAND``'s eval in a local bash, the script in its env or on its stdin."""
+    env = {k: v for k, v in os.environ.items() if k != SCRIPT_ENV}
+    if via_env:
+        env[SCRIPT_ENV] = wrapped
+    argv = ["bash", "--norc", "--noprofile", "-c", _EVAL]
+    data = (wrapped if stdin is None else stdin).encode()
+    done = subprocess.run(argv, input=data, env=env, capture_output=True, check=False)
+    return done.stdout.decode(), done.stderr.decode()
+
+
 def test_remote_command_reads_the_script_from_stdin() -> None:
-    """The remote command line is fixed and carries no script, whatever the login shell."""
+    """The remote command lines are fixed and carry no script, whatever the login shell: no
+    `!` (tcsh history) or newline, single quotes only, so every login shell passes it as is."""
     assert REMOTE_COMMAND == "bash -l -s"
+    assert EXEC_COMMAND == """bash -l -c 'eval "${LC_REMOTE_CHAIN:-$(cat)}"'"""
+    assert EXEC_COMMAND.count("'") == 2
+    assert not set("!\n") & set(EXEC_COMMAND)
+
+
+def test_script_env_carries_the_script_unless_secret_or_too_big() -> None:
+    """The env value is the wrapped script, or empty (stdin only): secrets, or over the cap."""
+    wrapped, _ = wrap("echo hi")
+    assert script_env(wrapped, sensitive=False) == {SCRIPT_ENV: wrapped}
+    assert script_env(wrapped, sensitive=True) == {SCRIPT_ENV: ""}
+    at_cap = "x" * SCRIPT_ENV_MAX_BYTES
+    assert script_env(at_cap, sensitive=False) == {SCRIPT_ENV: at_cap}
+    assert script_env(at_cap + "x", sensitive=False) == {SCRIPT_ENV: ""}
+    # Bytes, not characters: the kernel's limit is on bytes.
+    assert script_env("é" * (SCRIPT_ENV_MAX_BYTES // 2 + 1), sensitive=False) == {SCRIPT_ENV: ""}
+    # Under Linux's MAX_ARG_STRLEN (32 pages) with its name, `=` and NUL.
+    assert len(SCRIPT_ENV) + 2 + SCRIPT_ENV_MAX_BYTES < 32 * 4096
+
+
+@pytest.mark.parametrize("via_env", [True, False])
+def test_exec_command_runs_the_same_script_from_env_or_stdin(via_env: bool) -> None:
+    """Either way the same wrapped script runs once, the variable unset before it starts:
+    with the env request accepted, stdin (also sent) is left unread."""
+    wrapped, nonce = wrap(f"echo ${{{SCRIPT_ENV}-unset}}; env | grep -c ^{SCRIPT_ENV}= ; exit 3")
+    stdout, _ = run_exec(wrapped, via_env=via_env)
+    assert unwrap(stdout, nonce) == ("unset\n0\n", 3, "")
+
+
+def test_an_empty_env_value_means_stdin() -> None:
+    """A secret script sends the variable empty (overriding a forwarded one): stdin runs."""
+    wrapped, nonce = wrap("echo from-stdin")
+    env = {k: v for k, v in os.environ.items() if k != SCRIPT_ENV} | {SCRIPT_ENV: ""}
+    argv = ["bash", "--norc", "--noprofile", "-c", _EVAL]
+    done = subprocess.run(argv, input=wrapped.encode(), env=env, capture_output=True, check=False)
+    assert unwrap(done.stdout.decode(), nonce)[:2] == ("from-stdin\n", 0)
 
 
 @settings(max_examples=100, deadline=None)
@@ -101,10 +158,15 @@ def test_unwrap_ignores_text_after_the_end_marker(
         ("echo 'with {braces} and %s'", "with {braces} and %s\n", 0),
     ],
 )
-def test_script_semantics_survive_the_wrapping(script: str, stdout: str, status: int) -> None:
-    """exit, set -e, traps, signals, stdin readers and odd text still yield an end marker."""
+@pytest.mark.parametrize("how", ["bash -s", "env", "eval of stdin"])
+def test_script_semantics_survive_the_wrapping(
+    script: str, stdout: str, status: int, how: str
+) -> None:
+    """exit, set -e, traps, signals, stdin readers and odd text still yield an end marker,
+    run as `bash -l -s` does or as EXEC_COMMAND does from the env value or stdin."""
     wrapped, nonce = wrap(script)
-    assert unwrap(run_bash(wrapped)[0], nonce)[:2] == (stdout, status)
+    out = run_bash(wrapped)[0] if how == "bash -s" else run_exec(wrapped, via_env=how == "env")[0]
+    assert unwrap(out, nonce)[:2] == (stdout, status)
 
 
 def test_each_wrap_gets_a_fresh_nonce() -> None:
@@ -129,6 +191,22 @@ def test_a_script_cut_anywhere_before_its_last_line_runs_nothing(tmp_path: Path)
             unwrap(stdout, nonce)
     stdout, _ = run_bash(wrapped[:call_complete])
     assert witness.exists()
+    assert unwrap(stdout, nonce) == ("started\nfinished\n", 0, "")
+
+
+@pytest.mark.parametrize("via_env", [True, False])
+def test_a_cut_script_runs_nothing_through_the_exec_command(tmp_path: Path, via_env: bool) -> None:
+    """The same guarantee through EXEC_COMMAND's eval, from the env value or from stdin: eval
+    parses each function definition whole, so a cut one is a syntax error and nothing runs."""
+    witness = tmp_path / "ran"
+    wrapped, nonce = wrap(f"echo started\ntouch {shlex.quote(str(witness))}\necho finished")
+    call_complete = len(wrapped) - len("\n")
+    for cut in range(call_complete):
+        stdout, _ = run_exec(wrapped[:cut], via_env=via_env, stdin="" if via_env else None)
+        assert not witness.exists(), f"cut at {cut} ran the script: {wrapped[:cut]!r}"
+        with pytest.raises(MarkerError):
+            unwrap(stdout, nonce)
+    stdout, _ = run_exec(wrapped[:call_complete], via_env=via_env)
     assert unwrap(stdout, nonce) == ("started\nfinished\n", 0, "")
 
 

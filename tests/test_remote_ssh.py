@@ -24,7 +24,8 @@ from remote_chain.errors import (
     RemoteError,
     RemoteTimeout,
 )
-from remote_chain.remote import CommandResult, Endpoint, open_remote
+from remote_chain.remote import CommandResult, Endpoint, markers, open_remote
+from remote_chain.remote.markers import SCRIPT_ENV_MAX_BYTES, wrap
 from remote_chain.remote.ssh import SshRemote
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,6 +48,13 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 def noisy_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
     """An sshd whose login shells print MOTD-like noise on stdout and stderr."""
     with running_sshd(tmp_path_factory.mktemp("noisy"), noisy_login=True) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def env_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """An sshd with Debian's ``AcceptEnv LANG LC_*``: scripts arrive in the env request."""
+    with running_sshd(tmp_path_factory.mktemp("env"), accept_env=True) as server:
         yield server
 
 
@@ -365,23 +373,85 @@ done
 
 @pytest.mark.ssh
 @pytest.mark.anyio
+@pytest.mark.parametrize("accept_env", [False, True])
 @pytest.mark.parametrize("sensitive", [False, True])
-async def test_no_script_rides_in_a_command_line(sshd: Sshd, sensitive: bool) -> None:
-    """Every script travels on stdin: the only command line is the fixed bootstrap (14.2)."""
+async def test_no_script_rides_in_a_command_line(
+    sshd: Sshd, env_sshd: Sshd, sensitive: bool, accept_env: bool
+) -> None:
+    """Every script travels as data (env request, stdin): the only command line is the fixed
+    bootstrap (14.2), whether or not the server accepts the env request."""
     marker = "SECRET-VALUE-4711"
     script = f": {marker}\n{ANCESTRY}"
-    async with await open_remote(sshd.endpoint()) as remote:
+    server = env_sshd if accept_env else sshd
+    async with await open_remote(server.endpoint()) as remote:
         result = await remote.run(script, sensitive=sensitive)
     assert result.exit_status == 0
     assert marker not in result.stdout  # nothing of the script in any command line
     assert "base64" not in result.stdout
-    assert "bash -l -s" in result.stdout
+    assert 'bash -l -c eval "${LC_REMOTE_CHAIN:-$(cat)}"' in result.stdout
+
+
+# Whether this bash was started with the script in its environment, and what its children get.
+ENV_PROBE = """
+tr '\\0' '\\n' </proc/$$/environ | grep -c '^LC_REMOTE_CHAIN=.' || true
+env | grep -c '^LC_REMOTE_CHAIN=' || true
+"""
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("accept_env", "sensitive", "via_env"),
+    [(True, False, 1), (True, True, 0), (False, False, 0), (False, True, 0)],
+)
+async def test_the_script_rides_in_the_env_request_unless_refused_or_secret(
+    sshd: Sshd, env_sshd: Sshd, accept_env: bool, sensitive: bool, via_env: int
+) -> None:
+    """With AcceptEnv the script arrives in the exec's own flight; without it (OpenSSH's own
+    default) or when it carries secrets, from stdin: the same result either way, and the
+    variable is gone before the script runs, so nothing it starts (sbatch) inherits it."""
+    server = env_sshd if accept_env else sshd
+    async with await open_remote(server.endpoint()) as remote:
+        result = await remote.run(f"{ENV_PROBE}echo done; exit 5", sensitive=sensitive)
+    assert result == CommandResult(
+        exit_status=5, stdout=f"{via_env}\n0\ndone\n", stderr="", noise=""
+    )
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
+async def test_scripts_up_to_the_env_cap_ride_in_env_and_bigger_ones_on_stdin(
+    env_sshd: Sshd,
+) -> None:
+    """The cap (96 KiB, under Linux's 128 KiB per environment string) is the boundary: a
+    wrapped script of exactly the cap runs from the env request, one byte more from stdin."""
+    overhead = len(wrap("")[0].encode())
+    async with await open_remote(env_sshd.endpoint()) as remote:
+        for size, via_env in [(SCRIPT_ENV_MAX_BYTES, 1), (SCRIPT_ENV_MAX_BYTES + 1, 0)]:
+            head = f"{ENV_PROBE}# "
+            script = head + "x" * (size - overhead - len(head))
+            assert len(wrap(script)[0].encode()) == size
+            result = await remote.run(script)
+            assert (result.exit_status, result.stdout) == (0, f"{via_env}\n0\n")
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
+async def test_an_env_string_over_max_arg_strlen_would_not_start(
+    env_sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why the cap: past 128 KiB the login shell cannot execve bash (E2BIG), so nothing runs."""
+    monkeypatch.setattr(markers, "SCRIPT_ENV_MAX_BYTES", 256 * 1024)
+    async with await open_remote(env_sshd.endpoint()) as remote:
+        with pytest.raises(RemoteError, match="did not run the command") as caught:
+            await remote.run("# " + "x" * 140 * 1024 + "\necho ran")
+    assert "Argument list too long" in str(caught.value)
 
 
 @pytest.mark.ssh
 @pytest.mark.anyio
 async def test_debug_logs_never_hold_the_script(
-    sshd: Sshd, caplog: pytest.LogCaptureFixture
+    env_sshd: Sshd, caplog: pytest.LogCaptureFixture
 ) -> None:
     """With asyncssh and our loggers at DEBUG (-vv), no log record carries the script."""
     marker = "BUNDLE-CONTENT-0451"
@@ -391,11 +461,11 @@ async def test_debug_logs_never_hold_the_script(
     asyncssh_logger.setLevel(logging.DEBUG)
     try:
         with capture_logs() as events:
-            async with await open_remote(sshd.endpoint()) as remote:
+            async with await open_remote(env_sshd.endpoint()) as remote:
                 assert (await remote.run(f": {marker}\necho ok")).stdout == "ok\n"
     finally:
         asyncssh_logger.setLevel(level)
-    assert any("bash -l -s" in r.getMessage() for r in caplog.records)  # asyncssh did log
+    assert any("LC_REMOTE_CHAIN" in r.getMessage() for r in caplog.records)  # asyncssh did log
     assert not [r.getMessage() for r in caplog.records if marker in r.getMessage()]
     assert not [e for e in events if marker in repr(e)]
 

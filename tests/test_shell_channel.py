@@ -174,7 +174,8 @@ def noisy_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 _SCRIPTS = [
     "echo out; echo err >&2; exit 3",
     "printf 'no newline'",
-    "echo $0 $-; command -v bash; echo $PATH | tr : '\\n' | tail -1",
+    # $- less c/s: an exec's bash runs `-c` (markers.EXEC_COMMAND), the loop's `-s`.
+    "echo $0 ${-//[cs]}; command -v bash; echo $PATH | tr : '\\n' | tail -1",
     _FAKES,
     "head -c 200000 /dev/zero | tr '\\0' x; echo",  # more than one read chunk
 ]

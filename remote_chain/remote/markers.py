@@ -1,7 +1,9 @@
 """Wrap a bash script so that its output can be told apart from login-shell noise. PURE.
 
-Both transports run ``REMOTE_COMMAND`` and send the wrapped script on stdin, so the user's
-login shell (bash, zsh, even csh) only ever sees ``bash -l -s``. A login shell prints what it
+Both transports send the wrapped script on stdin of a fixed command, so the user's login
+shell (bash, zsh, even csh) only ever sees ``bash -l -s`` (openssh, the agent's shell channel)
+or ``EXEC_COMMAND`` (asyncssh, which also carries the script in an ``env`` request: one round
+trip less, see ``script_env``). A login shell prints what it
 likes first (MOTD, ``module`` init, an ``echo`` in ``.bashrc``); the wrapped script then prints
 a begin marker carrying a random nonce, the script's own output, and an end marker carrying
 the script's exit status. ``unwrap`` cuts the payload out between the two.
@@ -23,6 +25,25 @@ import secrets
 # config or files rides on its stdin, since a command line is readable by every user of the
 # login node in /proc/*/cmdline (and by the local machine's `ps` for the openssh transport).
 REMOTE_COMMAND = "bash -l -s"
+
+# The asyncssh transport's command (issue 13, P1/P9): the same wrapped script rides in an SSH
+# `env` request named SCRIPT_ENV, sent without want_reply in the exec request's own flight, and
+# also on stdin. sshd opens a session's window only once the command has started, so a script
+# on stdin costs a third round trip; the env value is there when the command starts. A server
+# that refuses the name (not in its AcceptEnv) leaves it unset and the script is read from
+# stdin, exactly as `bash -l -s` would: same script, same nonce, one round trip more.
+# - LC_*: Debian and Ubuntu ship `AcceptEnv LANG LC_*`; glibc's setlocale reads only its own
+#   categories (LC_CTYPE, ...), so an unknown LC_ name changes no locale.
+# - The command is shell-neutral: single quotes and no `!` or newline mean the same to bash,
+#   zsh, tcsh and fish login shells; the expansion happens in the bash it starts.
+# - The template's first line unsets it: sbatch exports the environment to the jobs.
+# Not argv: a process's environment is readable by its own uid and root only (/proc/PID/environ
+# is mode 0400 and ptrace-checked), as its stdin pipe is, never by other users of the node.
+SCRIPT_ENV = "LC_REMOTE_CHAIN"
+EXEC_COMMAND = f"""bash -l -c 'eval "${{{SCRIPT_ENV}:-$(cat)}}"'"""
+# Linux refuses to execve an environment string over MAX_ARG_STRLEN (128 KiB, name and `=`
+# included): the login shell could not start bash. Bigger scripts travel on stdin only.
+SCRIPT_ENV_MAX_BYTES = 96 * 1024
 BEGIN_MARKER = "__REMOTE_CHAIN_BEGIN_"
 END_MARKER = "__REMOTE_CHAIN_END_"
 
@@ -45,6 +66,7 @@ done 2>/dev/null </proc/$$/environ
 _TEMPLATE = (
     _LOGIN_PATH
     + """\
+unset {env}
 __rc_main() {{
 __rc_login_path
 printf '\\n%s\\n' '{begin}'
@@ -66,8 +88,23 @@ class MarkerError(ValueError):
 def wrap(script: str) -> tuple[str, str]:
     """Return ``(wrapped_script, nonce)`` for sending on the stdin of ``REMOTE_COMMAND``."""
     nonce = secrets.token_hex(16)
-    wrapped = _TEMPLATE.format(begin=BEGIN_MARKER + nonce, end=END_MARKER + nonce, script=script)
+    wrapped = _TEMPLATE.format(
+        env=SCRIPT_ENV, begin=BEGIN_MARKER + nonce, end=END_MARKER + nonce, script=script
+    )
     return wrapped, nonce
+
+
+def script_env(wrapped: str, *, sensitive: bool) -> dict[str, str]:
+    """The ``env`` request to send with ``EXEC_COMMAND``: the wrapped script, or empty.
+
+    Empty (stdin only) when the script carries secrets: sshd logs every env request's value
+    at LogLevel DEBUG2 ("Setting env"), never stdin. Empty too past ``SCRIPT_ENV_MAX_BYTES``.
+    Always sent, even empty: it overrides a value the ssh config's ``SendEnv LC_*`` would
+    forward from the local environment, which the remote would otherwise run.
+    """
+    if sensitive or len(wrapped.encode()) > SCRIPT_ENV_MAX_BYTES:
+        return {SCRIPT_ENV: ""}
+    return {SCRIPT_ENV: wrapped}
 
 
 def unwrap(stdout: str, nonce: str) -> tuple[str, int, str]:

@@ -39,7 +39,7 @@ from remote_chain.remote import (
     result_from_output,
 )
 from remote_chain.remote.endpoint import Endpoint
-from remote_chain.remote.markers import REMOTE_COMMAND, wrap
+from remote_chain.remote.markers import EXEC_COMMAND, REMOTE_COMMAND, SCRIPT_ENV, script_env, wrap
 from remote_chain.remote.sshconfig import Hop, Route, resolve
 from remote_chain.retries import channel_refused
 
@@ -49,6 +49,22 @@ _log = structlog.get_logger()
 # through structlog and may lower this with -v. A level set before this import is kept.
 if logging.getLogger("asyncssh").level == logging.NOTSET:
     logging.getLogger("asyncssh").setLevel(logging.WARNING)
+
+
+def _hide_script_env(record: logging.LogRecord) -> bool:
+    """asyncssh logs each env request's value at DEBUG (-vv): the script's env is shortened."""
+    args, msg = record.args, record.msg  # msg: "[conn=1, chan=0]   Env: %s=%s"
+    if (
+        isinstance(msg, str)
+        and msg.endswith(" Env: %s=%s")
+        and isinstance(args, tuple)
+        and args[:1] == (SCRIPT_ENV,)
+    ):
+        record.args = (SCRIPT_ENV, f"<the wrapped script, {len(str(args[1]))} characters>")
+    return True
+
+
+logging.getLogger("asyncssh").addFilter(_hide_script_env)
 
 CLOSE_TIMEOUT = 5.0
 READ_CHUNK = 64 * 1024
@@ -253,8 +269,9 @@ class SshRemote(ClosingContext):
     ) -> CommandResult:
         """Run ``script`` in a remote login shell; a non-zero exit is in the result.
 
-        Every script travels on stdin (``sensitive`` no longer changes anything): the exec
-        request carries only the fixed ``REMOTE_COMMAND`` (issue 14.2).
+        Every script travels on stdin and, unless ``sensitive`` or large, also in an env
+        request sent with the exec (``markers.script_env``): the exec request carries only the
+        fixed ``EXEC_COMMAND`` (issue 14.2).
         """
         wrapped, nonce = wrap(script)
         limit = self._endpoint.command_timeout if timeout is None else timeout
@@ -263,7 +280,9 @@ class SshRemote(ClosingContext):
             # The timeout starts once a channel slot is ours: waiting for a slot is bounded
             # by the other commands' own timeouts.
             with _translated(self._endpoint, "command", limit), anyio.fail_after(limit):
-                stdout_bytes, stderr_bytes, exit_status = await self._run_wrapped(wrapped)
+                stdout_bytes, stderr_bytes, exit_status = await self._run_wrapped(
+                    wrapped, script_env(wrapped, sensitive=sensitive)
+                )
         stdout = stdout_bytes.decode("utf-8", "replace")
         stderr = stderr_bytes.decode("utf-8", "replace")
         result = result_from_output(
@@ -283,20 +302,22 @@ class SshRemote(ClosingContext):
         )
         return result
 
-    async def _run_wrapped(self, wrapped: str) -> tuple[bytes, bytes, int | None]:
+    async def _run_wrapped(
+        self, wrapped: str, env: dict[str, str]
+    ) -> tuple[bytes, bytes, int | None]:
         # Even under the channel cap, a server may refuse a channel while it still tears
         # down one we closed: retried briefly (retries.channel_refused).
         retrying = channel_refused(asyncssh.ChannelOpenError)
-        result: tuple[bytes, bytes, int | None] = await retrying(self._run_once, wrapped)
+        result: tuple[bytes, bytes, int | None] = await retrying(self._run_once, wrapped, env)
         return result
 
-    async def _run_once(self, wrapped: str) -> tuple[bytes, bytes, int | None]:
+    async def _run_once(self, wrapped: str, env: dict[str, str]) -> tuple[bytes, bytes, int | None]:
         connection = await self._live_connection()
         # No pty: the script's stdout and stderr stay apart and no \r\n translation. The
-        # script goes on stdin: sshd opens a session's window only once the command has
-        # started, so this costs one round trip more than a script in the command line, the
-        # price of nothing of the user's being readable in /proc/*/cmdline (issue 14.2).
-        process = await connection.create_process(REMOTE_COMMAND, encoding=None)
+        # script goes in the env request, sent with the exec in one flight (2 round trips),
+        # and on stdin, which sshd lets through only once the command has started (a third):
+        # a server that ignores the env request runs it from there (markers.EXEC_COMMAND).
+        process = await connection.create_process(EXEC_COMMAND, env=env, encoding=None)
         try:
             process.stdin.write(wrapped.encode())
             process.stdin.write_eof()
