@@ -51,8 +51,9 @@ class Remote(Protocol):
     ) -> CommandResult:
         """Run a bash script in a login shell; ``timeout`` defaults to the endpoint's.
 
-        ``sensitive``: the script carries secrets, so it travels on stdin only, never in a
-        command line another user could see in ``ps`` (which saves a round trip otherwise).
+        ``sensitive``: the script carries secrets, so it travels on stdin only, never in the
+        env request that saves the asyncssh transport a round trip otherwise (sshd logs env
+        values at DEBUG2; ``markers.script_env``). No script is ever in a command line.
         """
         ...
 
