@@ -35,8 +35,8 @@ REMOTE_COMMAND = "bash -l -s"
 # - LC_*: Debian and Ubuntu ship `AcceptEnv LANG LC_*`; glibc's setlocale reads only its own
 #   categories (LC_CTYPE, ...), so an unknown LC_ name changes no locale.
 # - The command is shell-neutral: single quotes and no `!` or newline mean the same to bash,
-#   zsh, tcsh and fish login shells; the expansion happens in the bash it starts.
-# - The template's first line unsets it: sbatch exports the environment to the jobs.
+#   zsh and tcsh login shells (tested); the expansion happens in the bash it starts.
+# - The template unsets it before anything runs: sbatch exports the environment to the jobs.
 # Not argv: a process's environment is readable by its own uid and root only (/proc/PID/environ
 # is mode 0400 and ptrace-checked), as its stdin pipe is, never by other users of the node.
 SCRIPT_ENV = "LC_REMOTE_CHAIN"
@@ -86,7 +86,8 @@ class MarkerError(ValueError):
 
 
 def wrap(script: str) -> tuple[str, str]:
-    """Return ``(wrapped_script, nonce)`` for sending on the stdin of ``REMOTE_COMMAND``."""
+    """Return ``(wrapped_script, nonce)`` for the stdin of ``REMOTE_COMMAND`` or of
+    ``EXEC_COMMAND`` (and its env request)."""
     nonce = secrets.token_hex(16)
     wrapped = _TEMPLATE.format(
         env=SCRIPT_ENV, begin=BEGIN_MARKER + nonce, end=END_MARKER + nonce, script=script
