@@ -18,6 +18,7 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from remote_chain import privsock
 from remote_chain.config import load_profile
 from remote_chain.durations import parse_persist
 from remote_chain.errors import ConfigError, ConnectError, RemoteTimeout
@@ -134,17 +135,17 @@ async def served(
 
 def test_folder_must_be_ours_and_private(tmp_path: Path) -> None:
     """The socket folder is created 700; a group/other-readable or symlinked one is refused."""
-    made = agent.private_folder(tmp_path / "a" / "agent")
+    made = privsock.private_folder(tmp_path / "a" / "agent")
     assert made.stat().st_mode & 0o777 == 0o700
     loose = tmp_path / "loose"
     loose.mkdir(mode=0o755)
     loose.chmod(0o755)
     with pytest.raises(ConfigError, match="mode 755"):
-        agent.private_folder(loose)
+        privsock.private_folder(loose)
     link = tmp_path / "link"
     link.symlink_to(made)
     with pytest.raises(ConfigError, match="symlink"):
-        agent.private_folder(link)
+        privsock.private_folder(link)
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root")
@@ -154,7 +155,7 @@ def test_folder_of_another_user_is_refused(tmp_path: Path) -> None:
     theirs.mkdir(mode=0o700)
     os.chown(theirs, pwd.getpwnam(TEST_USER).pw_uid, -1)
     with pytest.raises(ConfigError, match="belongs to uid"):
-        agent.private_folder(theirs)
+        privsock.private_folder(theirs)
 
 
 @pytest.mark.anyio

@@ -1,5 +1,9 @@
-"""``python -m remote_chain.cli``: the console script without an installed entry point."""
+"""``python -m remote_chain.cli``: the console script without an installed entry point.
 
-from remote_chain.cli import main
+The same thin entry as ``remote-chain`` (``launch.main``): through the warm launcher when
+one serves us. Python imports this package (typer) before this module runs.
+"""
+
+from remote_chain.launch import main
 
 main()

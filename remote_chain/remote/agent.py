@@ -36,9 +36,6 @@ import functools
 import hashlib
 import json
 import os
-import socket
-import stat
-import struct
 import subprocess
 import sys
 import time
@@ -58,6 +55,7 @@ from remote_chain.errors import (
     RemoteError,
     RemoteTimeout,
 )
+from remote_chain.privsock import peer_uid, private_folder
 from remote_chain.remote import ClosingContext, CommandResult, Remote
 from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT, Endpoint
 
@@ -93,23 +91,6 @@ def agent_folder(endpoint: Endpoint, environ: dict[str, str] | None = None) -> P
     return endpoint.agent_dir
 
 
-def private_folder(folder: Path) -> Path:
-    """Create ``folder`` (mode 700) if missing; refuse it unless ours, a real folder, 700."""
-    with contextlib.suppress(FileExistsError):
-        folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        folder.mkdir(mode=0o700)
-    info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode):
-        raise ConfigError(f"{folder} is not a folder (a symlink?): refusing it", field="persist")
-    if info.st_uid != os.getuid():
-        raise ConfigError(f"{folder} belongs to uid {info.st_uid}, not us", field="persist")
-    if info.st_mode & 0o077:
-        raise ConfigError(
-            f"{folder} has mode {stat.S_IMODE(info.st_mode):03o}; it must be 700", field="persist"
-        )
-    return folder
-
-
 def fingerprint(endpoint: Endpoint) -> str:
     """What an agent is for: the endpoint, and the bytes of known_hosts and watched files."""
     # Not `persist`: an agent started by `agent start` serves commands whatever they ask.
@@ -140,14 +121,6 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError:
         return b"(unreadable)"
-
-
-def peer_uid(sock: socket.socket) -> int:
-    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
-    size = struct.calcsize("3i")
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size)
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return int(uid)
 
 
 # --- the wire --------------------------------------------------------------------------------
@@ -299,13 +272,23 @@ async def open_via_agent(endpoint: Endpoint) -> Remote | None:
     except (ConfigError, OSError) as exc:
         _log.warning("agent_unavailable", cluster=endpoint.name, reason=str(exc))
         return None
-    if await request(path, {"op": "ping"}) is not None:
+    answer = await request(path, {"op": "ping"})
+    if answer is not None:
+        from remote_chain import launch  # noqa: PLC0415 - stdlib only
+
+        # The launcher went (idle, or a new checkout): back for the next command. A stat.
+        launch.ensure_quietly(path.parent, max(endpoint.persist, _idle_left(answer)))
         return AgentRemote(endpoint, path)
     if endpoint.persist <= 0:  # a stale socket of an agent that is gone
         _unlink(path)
         _log.warning("agent_unavailable", cluster=endpoint.name, reason=f"stale socket {path}")
         return None
     return AgentRemote(endpoint, path) if await start_agent(endpoint, path) else None
+
+
+def _idle_left(answer: dict[str, Any]) -> float:
+    value = answer.get("idle_left")
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _exists(path: Path) -> bool:
@@ -352,6 +335,9 @@ async def start_agent(endpoint: Endpoint, path: Path) -> bool:
         await process.stdout.aclose()
     text = line.decode(errors="replace").strip()
     if text == READY:
+        from remote_chain import launch  # noqa: PLC0415 - stdlib only
+
+        launch.ensure(path.parent, endpoint.persist)  # the warm launcher, next to the agent
         return True
     # A failed connection ("ERROR ...") is reported again, in full, by the direct path; an
     # agent still connecting gives up by itself after connect_timeout.

@@ -1,0 +1,68 @@
+"""Private Unix sockets: the checks the agent and the warm launcher share (issue 13, P8).
+
+Stdlib only (and ``errors``): the launcher's thin client runs these before anything heavy is
+imported. A socket of ours lives in a folder of mode 700 owned by us (``lstat``: no symlink),
+is itself mode 600 and ours, and every peer's uid is read with ``SO_PEERCRED``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import stat
+import struct
+from pathlib import Path
+
+from remote_chain.errors import ConfigError
+
+
+def private_folder(folder: Path) -> Path:
+    """Create ``folder`` (mode 700) if missing; refuse it unless ours, a real folder, 700."""
+    with contextlib.suppress(FileExistsError):
+        folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder.mkdir(mode=0o700)
+    problem = folder_problem(folder)
+    if problem is not None:
+        raise ConfigError(problem, field="persist")
+    return folder
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why ``folder`` is not private (None: it is ours, a real folder, mode 700)."""
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{folder} is not a folder (a symlink?): refusing it"
+    if info.st_uid != os.getuid():
+        return f"{folder} belongs to uid {info.st_uid}, not us"
+    if info.st_mode & 0o077:
+        return f"{folder} has mode {stat.S_IMODE(info.st_mode):03o}; it must be 700"
+    return None
+
+
+def socket_problem(path: Path) -> str | None:
+    """Why the socket at ``path`` is not ours to use (its folder checked too); None: it is.
+
+    ``FileNotFoundError`` propagates: no socket is not a problem, only an absence.
+    """
+    info = path.lstat()
+    if not stat.S_ISSOCK(info.st_mode):
+        return f"{path} is not a socket"
+    if info.st_uid != os.getuid():
+        return f"{path} belongs to uid {info.st_uid}, not us"
+    if info.st_mode & 0o077:
+        return f"{path} has mode {stat.S_IMODE(info.st_mode):03o}; it must be 600"
+    return folder_problem(path.parent)
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+    return peer_credentials(sock)[1]
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """pid, uid, gid of the process at the other end of a Unix socket (``SO_PEERCRED``)."""
+    size = struct.calcsize("3i")
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, size)
+    pid, uid, gid = struct.unpack("3i", creds)
+    return int(pid), int(uid), int(gid)

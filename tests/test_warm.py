@@ -1,0 +1,541 @@
+"""The warm launcher (issue 13, P8): its wire, and a real fork server serving real commands
+byte for byte as the process itself would, relaying signals, surviving clients and dying
+children, refusing other users, other checkouts and stale sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from remote_chain import launch, privsock, warmwire
+from remote_chain.remote import agent
+from remote_chain.remote.endpoint import Endpoint
+from remote_chain.settings import Settings
+
+REPO = Path(__file__).resolve().parent.parent
+THIN = [sys.executable, "-c", "from remote_chain.launch import main; main()"]
+TEST_USER = os.environ.get("REMOTE_CHAIN_DEV_USER", "rcuser")
+USER_PYTHON = "/usr/bin/python3"  # the test user may not execute root's pyenv interpreter
+RUN_ID = "20261130-000000-abcd"
+
+
+# --- the wire (pure) -------------------------------------------------------------------------
+def _request() -> warmwire.Request:
+    return warmwire.Request(
+        identity="abc",
+        argv=["remote-chain", "status", "caf\udce9", "--json"],  # b"caf\xe9": not UTF-8
+        env={"HOME": "/root", "ODD": "\udcff\udcfe", "EMPTY": "", "NL": "a\nb"},
+        umask=0o027,
+        streams=[("utf-8", "strict"), ("utf-8", "strict"), ("ascii", "backslashreplace")],
+        sent_at=12.5,
+    )
+
+
+def test_a_request_survives_the_wire_cut_anywhere() -> None:
+    """Encoded, cut at every byte and decoded, a request is the same (non-UTF-8 bytes too)."""
+    data = warmwire.encode(_request().to_json()) + warmwire.encode({"signal": 2})
+    for cut in range(len(data) + 1):
+        decoder = warmwire.Decoder()
+        got = decoder.feed(data[:cut]) + decoder.feed(data[cut:])
+        assert len(got) == 2
+        assert warmwire.parse_request(got[0]) == _request()
+        assert got[1] == {"signal": 2}
+    assert os.fsencode(_request().argv[2]) == b"caf\xe9"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "named"),
+    [
+        ("argv", [], "argv"),
+        ("argv", ["x", 1], "argv"),
+        ("env", {"A=B": "c"}, "env"),
+        ("env", {"A": 1}, "env"),
+        ("umask", 0o1000, "umask"),
+        ("umask", "022", "umask"),
+        ("streams", [["utf-8", "strict"]], "streams"),
+        ("sent_at", None, "sent_at"),
+    ],
+)
+def test_a_malformed_request_is_refused_naming_its_field(
+    field: str, value: object, named: str
+) -> None:
+    """Each wrong field is a WireError that names it."""
+    doc = {**_request().to_json(), field: value}
+    with pytest.raises(warmwire.WireError, match=named):
+        warmwire.parse_request(doc)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        warmwire.HEADER.pack(warmwire.MAX_MESSAGE + 1),
+        warmwire.HEADER.pack(2) + b"[]",
+        warmwire.HEADER.pack(3) + b"{x}",
+        warmwire.HEADER.pack(2) + b"\xff\xfe",
+    ],
+)
+def test_bad_bytes_are_a_wire_error(data: bytes) -> None:
+    """Oversized, non-object, non-JSON and non-ASCII messages are refused."""
+    with pytest.raises(warmwire.WireError):
+        warmwire.Decoder().feed(data)
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [
+        ({"XDG_RUNTIME_DIR": "/run/user/7", "REMOTE_CHAIN_STATE_DIR": "/s"}, "/run/user/7"),
+        ({"XDG_RUNTIME_DIR": "relative", "REMOTE_CHAIN_STATE_DIR": "/s"}, None),
+        ({"REMOTE_CHAIN_STATE_DIR": "/s"}, None),
+        ({"XDG_STATE_HOME": "/xdg"}, None),
+        ({}, None),
+    ],
+)
+def test_the_thin_client_looks_where_the_agents_live(
+    env: dict[str, str], want: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher's folder is the agents' socket folder, read from the same environment."""
+    for name in ("XDG_RUNTIME_DIR", "REMOTE_CHAIN_STATE_DIR", "XDG_STATE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    state = Settings().state_home()
+    endpoint = Endpoint(name="x", host="h", agent_dir=state / "agent")
+    expected = agent.agent_folder(endpoint)
+    assert launch.socket_folder(os.environ) == expected
+    if want is not None:
+        assert str(expected).startswith(want)
+
+
+def test_a_socket_that_is_not_private_is_named(tmp_path: Path) -> None:
+    """Not a socket, a loose mode, a loose folder: each is a reason, never a silent use."""
+    folder = privsock.private_folder(tmp_path / "f")
+    plain = folder / "plain"
+    plain.write_text("")
+    assert "not a socket" in str(privsock.socket_problem(plain))
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(folder / "s.sock"))
+        (folder / "s.sock").chmod(0o666)
+        assert "must be 600" in str(privsock.socket_problem(folder / "s.sock"))
+        (folder / "s.sock").chmod(0o600)
+        assert privsock.socket_problem(folder / "s.sock") is None
+        folder.chmod(0o755)
+        assert "must be 700" in str(privsock.socket_problem(folder / "s.sock"))
+    with pytest.raises(FileNotFoundError):
+        privsock.socket_problem(folder / "none.sock")
+
+
+# --- a real fork server ----------------------------------------------------------------------
+@dataclass
+class Launcher:
+    process: subprocess.Popen[bytes]
+    folder: Path
+    env: dict[str, str]
+    cwd: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.folder / launch.socket_name()
+
+    def ping(self) -> dict[str, object]:
+        answer = launch.ask(self.folder, {"op": "ping"})
+        assert answer is not None, "the launcher does not answer"
+        return answer
+
+    def served(self) -> int:
+        return int(str(self.ping()["served"]))
+
+
+def _env(state: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REMOTE_CHAIN_", "XDG_"))}
+    return env | {"PYTHONPATH": str(REPO), "REMOTE_CHAIN_STATE_DIR": str(state)}
+
+
+def _start(folder: Path, env: dict[str, str], persist: float = 60) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "remote_chain.warm", str(folder), str(persist)],
+        env=env,
+        cwd="/",  # as launch.ensure starts it: `-m` puts its folder first on sys.path
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 60
+    while not any(folder.glob("warm-*.sock")):  # another checkout's has another name
+        assert process.poll() is None, "the launcher exited"
+        assert time.monotonic() < deadline, "the launcher did not bind its socket"
+        time.sleep(0.05)
+    return process
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    """A fork server in a private state folder, with a profile and a config beside it."""
+    state = tmp_path / "state"
+    env = _env(state)
+    folder = state / "agent"
+    clusters = tmp_path / "clusters"
+    clusters.mkdir()
+    (clusters / "p.toml").write_text('host = "eos"\nworkdir = "/tmp/rc"\n')
+    (tmp_path / "s.yaml").write_text(
+        'driver:\n  runner: "python3 run.py"\n  benchmarks:\n    b0: {}\n    b1: {}\n'
+    )
+    process = _start(folder, env)
+    try:
+        yield Launcher(process, folder, env, tmp_path)
+    finally:
+        launch.ask(folder, {"op": "stop"})
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _cli(
+    launcher: Launcher, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [*THIN, *args],
+        env=launcher.env if env is None else env,
+        cwd=launcher.cwd if cwd is None else cwd,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _both(
+    launcher: Launcher, *args: str, cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[bytes], subprocess.CompletedProcess[bytes]]:
+    """The command through the launcher (checked: it served it) and in its own process."""
+    before = launcher.served()
+    through = _cli(launcher, *args, cwd=cwd)
+    assert launcher.served() == before + 1, through.stderr
+    alone = _cli(launcher, *args, env={**launcher.env, "REMOTE_CHAIN_LAUNCHER": "off"}, cwd=cwd)
+    return through, alone
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["clusters"],
+        ["--clusters-dir", "clusters", "clusters", "--json"],
+        ["--clusters-dir", "clusters", "render", "s.yaml", "-c", "p"],
+        ["--clusters-dir", "clusters", "render", "s.yaml", "-c", "p", "-b", "nope"],  # bad input
+        ["--clusters-dir", "clusters", "render", "missing.yaml", "-c", "nope", "--json"],
+        ["status", RUN_ID, "--json"],  # no such run: exit 2
+        ["no-such-command"],  # click's usage error
+        ["--help"],
+        ["status", "--help"],
+    ],
+)
+def test_a_command_through_the_launcher_is_byte_for_byte_the_same(
+    launcher: Launcher, args: list[str]
+) -> None:
+    """stdout, stderr and the exit code equal the command run in its own process."""
+    through, alone = _both(launcher, *args)
+    assert (through.returncode, through.stdout, through.stderr) == (
+        alone.returncode,
+        alone.stdout,
+        alone.stderr,
+    )
+
+
+def test_the_child_gets_the_clients_folder_environment_umask_and_stdin(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """A relative --clusters-dir, a state dir from the environment and stdin are the client's."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "clusters").mkdir(parents=True)
+    (elsewhere / "clusters" / "q.toml").write_text('host = "h2"\nworkdir = "/w"\n')
+    through, alone = _both(launcher, "--clusters-dir", "clusters", "clusters", cwd=elsewhere)
+    assert through.returncode == 0, through.stderr
+    assert b" q " in through.stdout
+    assert through.stdout == alone.stdout
+    # stdin: the child reads the client's; the launched run uses the same bytes.
+    code = (
+        "import os,sys; os.environ['REMOTE_CHAIN_LAUNCHER']=''; "
+        "from remote_chain.launch import main; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "clusters"],
+        env=launcher.env,
+        cwd=elsewhere,
+        input=b"",
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0
+
+
+def test_a_deleted_working_folder_behaves_as_in_its_own_process(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    """A client whose folder was removed: the same output either way (the folder travels as
+    an fd; a command that needs its path fails as it would alone)."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = (
+        "import os,sys,subprocess\n"
+        "os.chdir(sys.argv[1]); os.rmdir(sys.argv[1])\n"
+        "d=subprocess.run(sys.argv[2:], capture_output=True)\n"
+        "sys.stdout.buffer.write(repr((d.returncode, d.stdout, d.stderr)).encode())\n"
+    )
+    argv = [sys.executable, "-c", script, str(gone), *THIN, "--clusters-dir", "/nonexistent"]
+    argv += ["render", "s.yaml", "-c", "p"]
+    before = launcher.served()
+    through = subprocess.run(argv, env=launcher.env, capture_output=True, timeout=60, check=True)
+    served = launcher.served() - before
+    gone.mkdir()
+    off = {**launcher.env, "REMOTE_CHAIN_LAUNCHER": "off"}
+    alone = subprocess.run(argv, env=off, capture_output=True, timeout=60, check=True)
+    assert through.stdout == alone.stdout
+    assert served in (0, 1)  # served, or run by the client itself if "." cannot be opened
+
+
+def _hanging_profile(launcher: Launcher) -> tuple[socket.socket, list[str]]:
+    """A profile whose host accepts TCP and never speaks: `doctor` on it waits."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    (launcher.cwd / "clusters" / "hang.toml").write_text(
+        f'host = "127.0.0.1"\nport = {port}\nworkdir = "/w"\n'
+        f'known_hosts = "{launcher.cwd / "kh"}"\n'
+    )
+    (launcher.cwd / "kh").write_text("")
+    return silent, ["--clusters-dir", "clusters", "doctor", "-c", "hang", "--json"]
+
+
+def _children(launcher: Launcher, count: int) -> list[int]:
+    deadline = time.monotonic() + 20
+    while True:
+        children = [int(p) for p in launcher.ping()["children"]]  # type: ignore[attr-defined]
+        if len(children) == count or time.monotonic() > deadline:
+            return children
+        time.sleep(0.05)
+
+
+def _popen(launcher: Launcher, args: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*THIN, *args],
+        env={**launcher.env, "REMOTE_CHAIN_CONNECT_TIMEOUT": "60"},
+        cwd=launcher.cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _wait_gone(pid: int) -> bool:
+    deadline = time.monotonic() + 10
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 128 + 15)])
+def test_signals_reach_the_child(launcher: Launcher, sig: signal.Signals, code: int) -> None:
+    """Ctrl-C (SIGINT) and SIGTERM to the thin client reach the hanging child; the client
+    exits as the command would have (Ctrl-C: 130; killed by SIGTERM: 128+15)."""
+    silent, args = _hanging_profile(launcher)
+    with silent:
+        client = _popen(launcher, args)
+        (child,) = _children(launcher, 1)
+        time.sleep(0.5)  # into the connect
+        client.send_signal(sig)
+        _, err = client.communicate(timeout=30)
+    assert client.returncode == code, err
+    assert _wait_gone(child)
+    assert _children(launcher, 0) == []
+
+
+def test_a_client_that_goes_away_hangs_up_its_child(launcher: Launcher) -> None:
+    """SIGKILL to the thin client: its child gets SIGHUP and is reaped (no zombie left)."""
+    silent, args = _hanging_profile(launcher)
+    with silent:
+        client = _popen(launcher, args)
+        (child,) = _children(launcher, 1)
+        client.kill()
+        client.communicate(timeout=30)
+        assert _wait_gone(child)
+    assert _children(launcher, 0) == []
+    zombies = [
+        p.name
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit()
+        and _stat_field(p, 1) == str(launcher.process.pid)
+        and _stat_field(p, 0) == "Z"
+    ]
+    assert zombies == []
+
+
+def _stat_field(proc: Path, index: int) -> str:
+    """Field ``index`` after the command name in /proc/PID/stat: 0 state, 1 ppid."""
+    with contextlib.suppress(OSError, IndexError):
+        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[index]
+    return ""
+
+
+def test_a_launcher_killed_mid_command_takes_its_child_and_says_may_have_run(
+    launcher: Launcher,
+) -> None:
+    """SIGKILL to the server: the child dies with it; the client exits 3 (ConnectError,
+    may have run) with one log line; the next command finds a stale socket and runs itself."""
+    silent, args = _hanging_profile(launcher)
+    with silent:
+        client = _popen(launcher, args)
+        (child,) = _children(launcher, 1)
+        launcher.process.kill()
+        launcher.process.wait()
+        _, err = client.communicate(timeout=30)
+        assert _wait_gone(child)
+    assert client.returncode == 3
+    assert err.decode().count("launcher_gone") == 1
+    after = _cli(launcher, "clusters")
+    assert after.returncode == 0
+    assert after.stderr.decode().count("launcher_unavailable") == 1
+    assert "stale socket" in after.stderr.decode()
+    assert not launcher.socket.exists()  # removed: the next command pays only a stat
+    again = _cli(launcher, "clusters")
+    assert (again.returncode, again.stderr) == (0, b"")
+
+
+def test_another_interpreter_or_flags_run_themselves_silently(launcher: Launcher) -> None:
+    """A client whose identity differs (here: -W flags) is not served, and says nothing."""
+    before = launcher.served()
+    done = subprocess.run(
+        [sys.executable, "-W", "default", *THIN[1:], "clusters"],
+        env=launcher.env,
+        cwd=launcher.cwd,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert launcher.served() == before
+
+
+def test_the_launcher_exits_when_its_package_changes(tmp_path: Path) -> None:
+    """A copy of the package served by a launcher: a changed file retires the launcher, and
+    a client of the changed package is not served by it."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(
+        REPO / "remote_chain", copy / "remote_chain", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    env = _env(tmp_path / "state") | {"PYTHONPATH": str(copy)}
+    folder = tmp_path / "state" / "agent"
+    process = _start(folder, env)
+    try:
+        target = copy / "remote_chain" / "durations.py"
+        target.write_text(target.read_text() + "\n# changed\n")
+        process.wait(timeout=15)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0
+    assert not any(folder.glob("warm-*.sock"))
+
+
+def test_a_socket_with_a_loose_mode_is_refused_with_one_line(launcher: Launcher) -> None:
+    """A launcher socket that is not mode 600 is not used: one log line, the command runs."""
+    before = launcher.served()
+    launcher.socket.chmod(0o660)
+    done = _cli(launcher, "clusters", "--json")
+    launcher.socket.chmod(0o600)
+    assert done.returncode == 0
+    assert done.stderr.decode().count("launcher_unavailable") == 1
+    assert launcher.served() == before
+
+
+def test_ping_and_stop_are_answered_and_stop_removes_the_socket(launcher: Launcher) -> None:
+    """`agent stop`'s request: the launcher says so, removes its socket and exits."""
+    answer = launch.ask(launcher.folder, {"op": "stop"})
+    assert answer == {"stopped": launcher.process.pid}
+    assert launcher.process.wait(timeout=10) == 0
+    assert not launcher.socket.exists()
+
+
+def test_the_launcher_exits_when_idle(tmp_path: Path) -> None:
+    """No request for `persist` seconds: the launcher removes its socket and exits."""
+    folder = tmp_path / "state" / "agent"
+    process = _start(folder, _env(tmp_path / "state"), persist=1)
+    assert process.wait(timeout=15) == 0
+    assert not any(folder.glob("warm-*.sock"))
+
+
+def _as_test_user(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["runuser", "-u", TEST_USER, "--", USER_PYTHON, "-c", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+_PROBE = (
+    "import socket,struct,sys\n"
+    "s=socket.socket(socket.AF_UNIX)\n"
+    "try:\n s.connect(sys.argv[1])\nexcept OSError as e:\n print(type(e).__name__); sys.exit()\n"
+    'body=b\'{"op":"ping","v":1}\'\n'
+    "try:\n"
+    " s.sendall(struct.pack('>I',len(body))+body)\n"
+    " print('answered' if s.recv(1000) else 'closed')\n"
+    "except (BrokenPipeError, ConnectionResetError):\n print('closed')\n"
+)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="runs a client as another user with runuser")
+def test_another_user_cannot_reach_the_launcher(launcher: Launcher) -> None:
+    """A second user: the 700 folder stops them before the socket does."""
+    done = _as_test_user([_PROBE, str(launcher.socket)])
+    assert done.stdout.strip() == "PermissionError", done.stderr
+    assert launcher.served() == 0
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="runs a client as another user with runuser")
+def test_another_users_peer_is_refused_even_if_reachable() -> None:
+    """SO_PEERCRED: with the folder and socket opened on purpose, another user's request
+    is closed unanswered."""
+    with tempfile.TemporaryDirectory(prefix="rc-warm-test-") as name:
+        Path(name).chmod(0o755)
+        state = Path(name) / "state"
+        folder = state / "agent"
+        process = _start(folder, _env(state))
+        try:
+            state.chmod(0o755)
+            folder.chmod(0o755)
+            (folder / launch.socket_name()).chmod(0o777)
+            done = _as_test_user([_PROBE, str(folder / launch.socket_name())])
+            folder.chmod(0o700)
+            (folder / launch.socket_name()).chmod(0o600)
+            answer = launch.ask(folder, {"op": "stop"})
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+    assert done.stdout.strip() == "closed", done.stderr
+    assert answer is not None
