@@ -32,22 +32,25 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
 import zlib
-from pathlib import Path
-from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import remote_chain
 from remote_chain import warmwire
 from remote_chain.privsock import peer_uid, socket_problem
 
+if TYPE_CHECKING:
+    from types import FrameType
+
+# Paths are strings here: pathlib, subprocess and dataclasses would cost the thin client
+# ~10 ms of imports, a third of what it spends before the launcher answers.
+
 OFF = ("0", "off", "no", "false")
 RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 REPLY_TIMEOUT_S = 8.0  # > warmwire.STALE_AFTER_S: past it the server refuses, unforked
-PACKAGE = Path(remote_chain.__file__).resolve().parent
+PACKAGE = os.path.dirname(os.path.realpath(remote_chain.__file__))
 
 
 def main() -> None:
@@ -61,17 +64,18 @@ def main() -> None:
 
 
 # --- where -----------------------------------------------------------------------------------
-def socket_folder(environ: dict[str, str] | os._Environ[str]) -> Path:
+def socket_folder(environ: dict[str, str] | os._Environ[str]) -> str:
     """The agents' socket folder, read from the environment as ``agent.agent_folder`` does."""
     runtime = environ.get("XDG_RUNTIME_DIR", "")
     if runtime and os.path.isabs(runtime):
-        return Path(runtime) / "remote-chain"
+        return os.path.join(runtime, "remote-chain")
     state = environ.get("REMOTE_CHAIN_STATE_DIR", "")
     if state:
-        return Path(state).expanduser() / "agent"
+        return os.path.join(os.path.expanduser(state), "agent")
     xdg = environ.get("XDG_STATE_HOME", "")
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "state"
-    return base / "remote-chain" / "agent"
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, "remote-chain", "agent")
+    return os.path.join(os.path.expanduser("~"), ".local", "state", "remote-chain", "agent")
 
 
 def socket_name() -> str:
@@ -98,7 +102,7 @@ def identity() -> str:
         sys.getfilesystemencoding(),
     ]
     digest.update("\0".join(parts).encode(errors="surrogateescape"))
-    for folder, dirs, files in os.walk(PACKAGE):
+    for folder, dirs, files in os.walk(PACKAGE):  # ~100 files: ~1 ms
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
             if name.endswith(".py"):
@@ -116,7 +120,7 @@ def launched(argv: list[str]) -> int | None:
     """The command's exit status through the launcher; None: run it in this process."""
     if not enabled(os.environ):
         return None
-    path = socket_folder(os.environ) / socket_name()
+    path = os.path.join(socket_folder(os.environ), socket_name())
     try:
         problem = socket_problem(path)
     except FileNotFoundError:
@@ -138,12 +142,12 @@ def launched(argv: list[str]) -> int | None:
         os.close(fds[3])
 
 
-def _through(path: Path, argv: list[str], fds: tuple[int, ...]) -> int | None:
+def _through(path: str, argv: list[str], fds: tuple[int, ...]) -> int | None:
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(REPLY_TIMEOUT_S)
     with sock:
         try:
-            sock.connect(str(path))
+            sock.connect(path)
         except OSError as exc:
             # Nobody listens: a server that died. Remove its socket (in our own 700 folder).
             _unlink_socket(path)
@@ -225,10 +229,10 @@ def _request(argv: list[str]) -> warmwire.Request:
     )
 
 
-def _unlink_socket(path: Path) -> None:
+def _unlink_socket(path: str) -> None:
     with contextlib.suppress(OSError):
         if socket_problem(path) is None:
-            path.unlink()
+            os.unlink(path)
 
 
 def log(event: str, **fields: str) -> None:
@@ -253,15 +257,17 @@ def _log_format() -> str:
 
 
 # --- starting, asking, stopping (the CLI's side: `agent start|status|stop`) --------------------
-def ask(folder: Path, message: dict[str, Any], timeout: float = 5.0) -> dict[str, Any] | None:
+def ask(
+    folder: str | os.PathLike[str], message: dict[str, Any], timeout: float = 5.0
+) -> dict[str, Any] | None:
     """One ``ping`` or ``stop`` to the launcher in ``folder``; None if none answers."""
-    path = folder / socket_name()
+    path = os.path.join(folder, socket_name())
     try:
         if socket_problem(path) is not None:
             return None
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)
-            sock.connect(str(path))
+            sock.connect(path)
             if peer_uid(sock) != os.getuid():
                 return None
             warmwire.send(sock, {**message, "v": warmwire.PROTOCOL})
@@ -271,7 +277,7 @@ def ask(folder: Path, message: dict[str, Any], timeout: float = 5.0) -> dict[str
         return None
 
 
-def ensure(folder: Path, persist: float) -> None:
+def ensure(folder: str | os.PathLike[str], persist: float) -> None:
     """Start the launcher for ``folder`` unless one answers (then it stays ``persist`` more).
 
     Not waited for: it binds its socket once its imports are done (~0.5 s); until then
@@ -281,14 +287,16 @@ def ensure(folder: Path, persist: float) -> None:
         return
     if ask(folder, {"op": "ping", "persist": persist}) is not None:
         return
-    with contextlib.suppress(OSError):
+    import subprocess  # noqa: PLC0415 - not on the thin client's path
+
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
         subprocess.run(
             [
                 "/bin/sh",
                 "-c",
                 '"$0" -m remote_chain.warm "$1" "$2" </dev/null >/dev/null 2>&1 &',
                 sys.executable,
-                str(folder),
+                os.fspath(folder),
                 str(persist),
             ],
             check=False,
@@ -300,9 +308,9 @@ def ensure(folder: Path, persist: float) -> None:
         )
 
 
-def ensure_quietly(folder: Path, persist: float) -> None:
+def ensure_quietly(folder: str | os.PathLike[str], persist: float) -> None:
     """``ensure`` for the hot path: only a stat when the launcher's socket is there."""
-    if enabled(os.environ) and not (folder / socket_name()).exists():
+    if enabled(os.environ) and not os.path.exists(os.path.join(folder, socket_name())):
         ensure(folder, persist)
 
 

@@ -12,25 +12,30 @@ import os
 import socket
 import stat
 import struct
-from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from remote_chain.errors import ConfigError
 
+if TYPE_CHECKING:
+    from pathlib import Path  # not imported at run time: the thin client skips pathlib
 
-def private_folder(folder: Path) -> Path:
+_P = TypeVar("_P", str, "Path")
+
+
+def private_folder(folder: _P) -> _P:
     """Create ``folder`` (mode 700) if missing; refuse it unless ours, a real folder, 700."""
     with contextlib.suppress(FileExistsError):
-        folder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        folder.mkdir(mode=0o700)
+        os.makedirs(os.path.dirname(folder), mode=0o700, exist_ok=True)
+        os.mkdir(folder, mode=0o700)
     problem = folder_problem(folder)
     if problem is not None:
         raise ConfigError(problem, field="persist")
     return folder
 
 
-def folder_problem(folder: Path) -> str | None:
+def folder_problem(folder: str | Path) -> str | None:
     """Why ``folder`` is not private (None: it is ours, a real folder, mode 700)."""
-    info = folder.lstat()
+    info = os.lstat(folder)
     if not stat.S_ISDIR(info.st_mode):
         return f"{folder} is not a folder (a symlink?): refusing it"
     if info.st_uid != os.getuid():
@@ -40,19 +45,19 @@ def folder_problem(folder: Path) -> str | None:
     return None
 
 
-def socket_problem(path: Path) -> str | None:
+def socket_problem(path: str | Path) -> str | None:
     """Why the socket at ``path`` is not ours to use (its folder checked too); None: it is.
 
     ``FileNotFoundError`` propagates: no socket is not a problem, only an absence.
     """
-    info = path.lstat()
+    info = os.lstat(path)
     if not stat.S_ISSOCK(info.st_mode):
         return f"{path} is not a socket"
     if info.st_uid != os.getuid():
         return f"{path} belongs to uid {info.st_uid}, not us"
     if info.st_mode & 0o077:
         return f"{path} has mode {stat.S_IMODE(info.st_mode):03o}; it must be 600"
-    return folder_problem(path.parent)
+    return folder_problem(os.path.dirname(path))
 
 
 def peer_uid(sock: socket.socket) -> int:

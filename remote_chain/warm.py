@@ -169,8 +169,8 @@ class Server:
         try:
             if peer_uid(conn) != os.getuid():
                 return  # another user: closed unanswered
-            conn.settimeout(REQUEST_TIMEOUT_S)
-            message, fds = warmwire.receive(conn, warmwire.Decoder())
+            deadline = time.monotonic() + REQUEST_TIMEOUT_S
+            message, fds = warmwire.receive(conn, warmwire.Decoder(), deadline)
             if message is not None and message.get("v") == warmwire.PROTOCOL:
                 keep = self._answer(conn, message, fds)
         except (OSError, warmwire.WireError):

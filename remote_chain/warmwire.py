@@ -19,8 +19,8 @@ import array
 import json
 import socket
 import struct
-from dataclasses import dataclass
-from typing import Any
+import time
+from typing import Any, NamedTuple
 
 PROTOCOL = 1
 HEADER = struct.Struct(">I")
@@ -81,14 +81,23 @@ def send(sock: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()
     sock.sendall(data)
 
 
-def receive(sock: socket.socket, decoder: Decoder) -> tuple[dict[str, Any] | None, list[int]]:
+def receive(
+    sock: socket.socket, decoder: Decoder, deadline: float | None = None
+) -> tuple[dict[str, Any] | None, list[int]]:
     """The next message (None: the other end closed first) and any fds that came with it.
 
-    Received fds are the caller's to close, also when the message is refused.
+    ``deadline`` (``time.monotonic()``): for the whole message, not each piece, so a peer
+    that trickles bytes cannot hold the reader (``TimeoutError``). Received fds are the
+    caller's to close, also when the message is refused.
     """
     fds: list[int] = []
     room = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)
     while True:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no whole message in time")
+            sock.settimeout(left)
         data, ancillary, _flags, _addr = sock.recvmsg(65536, room)
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -104,8 +113,7 @@ def receive(sock: socket.socket, decoder: Decoder) -> tuple[dict[str, Any] | Non
             return messages[0], fds
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):  # not a dataclass: importing dataclasses costs the thin client 4 ms
     """What a client asks the fork server to run, as the child will run it."""
 
     identity: str

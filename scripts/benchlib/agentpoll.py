@@ -149,6 +149,8 @@ def p8_breakdown(ctx: Ctx, status: list[str], env: dict[str, str], poll_0ms: flo
     loads, rich hidden as the CLI hides it), their sum of top-level cumulative times.
     """
     n = 3 if ctx.quick else 7
+    # -X importtime changes sys.flags: the launcher would not serve it anyway; say so.
+    env = {**env, "REMOTE_CHAIN_LAUNCHER": "off"}
     start = Summary.of(_wall([sys.executable, "-c", "pass"], env) for _ in range(n))
     walls, imports, tops = [], [], {}
     for _ in range(n):
@@ -185,12 +187,65 @@ def p8_breakdown(ctx: Ctx, status: list[str], env: dict[str, str], poll_0ms: flo
     ctx.rows.append(
         Row(
             "p8.status.parts",
-            "P8 cold status through the agent at 0 ms (under -X importtime), its parts",
+            "P8 cold status through the agent at 0 ms, in its own process (no launcher; "
+            "under -X importtime), its parts",
             f"{wall.median:.3f} s = python {start.median:.3f} + imports {imported.median:.3f}"
             f" + poll {poll_0ms:.3f} (login node's sacct+squeue {login.median:.3f})"
             f" + rest {rest:.3f}",
             baseline=f"top imports: {heaviest}",
             data=parts,
+        )
+    )
+
+
+def p8_launched(
+    ctx: Ctx, status: list[str], env: dict[str, str], poll_0ms: float, folder: Path
+) -> None:
+    """Row p8.status.launcher: the same cold status at 0 ms through the warm launcher.
+
+    ``folder``: the agents' socket folder, where the launcher (started with the agent) is.
+    Its parts: ``python -c pass``, the thin client's own imports (``remote_chain.launch``,
+    stdlib only), the in-process poll; the rest is the fork, the child's settings, config
+    and output, and the relay. The launcher's ``served`` count proves it served them.
+    """
+    from remote_chain import launch  # noqa: PLC0415 - the bench's own process
+
+    n = 3 if ctx.quick else 7
+    start = Summary.of(_wall([sys.executable, "-c", "pass"], env) for _ in range(n))
+    thin = []
+    for _ in range(n):
+        done = subprocess.run(
+            [sys.executable, "-X", "importtime", "-c", "import remote_chain.launch"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        thin.append(sum(_top_level_imports(done.stderr).values()) / 1e6)
+    before = launch.ask(folder, {"op": "ping"})
+    wall = Summary.of(_wall(status, env) for _ in range(n))
+    after = launch.ask(folder, {"op": "ping"})
+    served = int(after["served"]) - int(before["served"]) if before is not None and after else 0
+    if served != n:
+        ctx.note(f"P8: the launcher served {served} of {n} cold status commands")
+    imported = Summary.of(thin)
+    rest = wall.median - start.median - imported.median - poll_0ms
+    ctx.rows.append(
+        Row(
+            "p8.status.launcher",
+            "P8 cold status through the agent at 0 ms, through the warm launcher, its parts",
+            f"{wall.median:.3f} s = python {start.median:.3f} + thin client's imports "
+            f"{imported.median:.3f} + poll {poll_0ms:.3f} + rest {rest:.3f}",
+            baseline=f"served by the launcher: {served} of {n}",
+            data={
+                "wall_s": wall.to_json(),
+                "python_start_s": start.median,
+                "thin_imports_s": imported.median,
+                "poll_in_process_0ms_s": poll_0ms,
+                "rest_s": rest,
+                "served": served,
+            },
         )
     )
 

@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,7 +35,18 @@ from benchlib.submit import _plan
 PROFILE = "p9"
 CLUSTER = "local"
 BENCHMARKS = ("b0", "b1", "b2", "b3")
-CLI = [sys.executable, "-c", "from remote_chain.cli import main; main()"]
+
+
+def _console_script() -> list[str]:
+    """The CLI as the user runs it: pyproject's ``remote-chain`` entry point (the thin
+    client of the warm launcher, ``launch.main``), in this interpreter."""
+    with (REPO / "pyproject.toml").open("rb") as f:
+        target = tomllib.load(f)["project"]["scripts"]["remote-chain"]
+    module, _, func = str(target).partition(":")
+    return [sys.executable, "-c", f"from {module} import {func}; {func}()"]
+
+
+CLI = _console_script()
 RATIO_TARGET = 1.4  # cold status/submit at 50 ms vs a bare ssh
 LOCAL_TARGET_S = 0.25  # local time at 0 ms beyond that ssh
 CAREFUL_TARGET = 5.0  # cold submit vs the careful by-hand baseline at 50 ms
@@ -139,6 +151,13 @@ def p9_cold(ctx: Ctx) -> None:
         agentpoll.p8_breakdown(
             ctx, [*CLI, "--clusters-dir", str(folders[0.0]), *status], agent_env, poll_0ms
         )
+        agentpoll.p8_launched(
+            ctx,
+            [*CLI, "--clusters-dir", str(folders[0.0]), *status],
+            agent_env,
+            poll_0ms,
+            ctx.tmp / "state-agent" / "agent",
+        )
     finally:
         for d in DELAYS_MS:
             subprocess.run(
@@ -149,6 +168,7 @@ def p9_cold(ctx: Ctx) -> None:
                 check=False,
             )
     _report(ctx, samples)
+    _no_launcher(ctx, state)
     _imports(ctx, [*CLI, "--clusters-dir", str(folders[0.0]), "status", run_id, "--json"], env)
 
 
@@ -374,5 +394,35 @@ def _imports(ctx: Ctx, argv: list[str], env: dict[str, str]) -> None:
             "P9 slowest imports of a cold `status --json` (cumulative, python -X importtime)",
             text,
             data={"top": [{"module": n, "us": us} for us, n in top]},
+        )
+    )
+
+
+def _no_launcher(ctx: Ctx, state: Path) -> None:
+    """What the thin client costs a command when no launcher runs (the P9 rows' case):
+    its check, timed in this process, and its own imports in a new one."""
+    from remote_chain import launch  # noqa: PLC0415 - the bench's own process
+
+    saved = {k: os.environ.get(k) for k in ("REMOTE_CHAIN_STATE_DIR", "XDG_RUNTIME_DIR")}
+    os.environ.pop("XDG_RUNTIME_DIR", None)
+    os.environ["REMOTE_CHAIN_STATE_DIR"] = str(state)
+    try:
+        n = 2000
+        t0 = time.perf_counter()
+        for _ in range(n):
+            assert launch.launched(["remote-chain"]) is None
+        per_call = (time.perf_counter() - t0) / n
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    ctx.rows.append(
+        Row(
+            "p9.launcher.absent",
+            "P9 the thin client's check when no launcher runs (in process, per call)",
+            f"{per_call * 1e6:.1f} us",
+            data={"per_call_s": per_call},
         )
     )
