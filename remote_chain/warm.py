@@ -70,8 +70,29 @@ def preload() -> None:
     for name in PRELOAD:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    _prebuild_command()
     if threading.active_count() != 1:  # a fork copies one thread: the others' locks stay held
         raise SystemExit(f"remote_chain.warm: an import started a thread: {threading.enumerate()}")
+
+
+def _prebuild_command() -> None:
+    """The click command typer builds from the app on every call (~20 ms of type hints and
+    parameters): built once here, so each child starts with its own copy (the fork's).
+
+    Safe because the app has ``add_completion=False``: the command then depends only on the
+    app's declarations, nothing of the environment; the byte-for-byte tests hold it to that.
+    """
+    import typer.main  # noqa: PLC0415 - preloaded
+
+    from remote_chain.cli.app import app  # noqa: PLC0415
+
+    built = typer.main.get_command(app)
+    original = typer.main.get_command
+
+    def get_command(instance: typer.Typer) -> Any:
+        return built if instance is app else original(instance)
+
+    typer.main.get_command = get_command  # type: ignore[assignment]  # same call, cached
 
 
 class Server:
