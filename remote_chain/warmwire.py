@@ -78,7 +78,8 @@ def send(sock: socket.socket, message: dict[str, Any], fds: tuple[int, ...] = ()
         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())]
         sent = sock.sendmsg([data], rights)
         data = data[sent:]
-    sock.sendall(data)
+    if data:  # not even an empty send: to a peer that answered and closed, it is EPIPE
+        sock.sendall(data)
 
 
 def receive(

@@ -539,3 +539,30 @@ def test_another_users_peer_is_refused_even_if_reachable() -> None:
             process.wait()
     assert done.stdout.strip() == "closed", done.stderr
     assert answer is not None
+
+
+def test_past_the_cap_a_client_runs_itself(launcher: Launcher) -> None:
+    """MAX_CHILDREN commands running: the next is answered busy, says so once and runs
+    itself; the running ones are not disturbed."""
+    from remote_chain.warm import MAX_CHILDREN  # noqa: PLC0415 - the server's module
+
+    silent, args = _hanging_profile(launcher)
+    clients: list[subprocess.Popen[bytes]] = []
+    with silent:
+        try:
+            clients = [_popen(launcher, args) for _ in range(MAX_CHILDREN)]
+            assert len(_children(launcher, MAX_CHILDREN)) == MAX_CHILDREN
+            before = launcher.served()
+            extra = _cli(launcher, "clusters", "--json")
+            assert extra.returncode == 0
+            assert extra.stderr.decode().count("launcher_unavailable") == 1
+            assert "busy" in extra.stderr.decode()
+            assert launcher.served() == before
+            assert all(c.poll() is None for c in clients)
+        finally:
+            for client in clients:
+                client.send_signal(signal.SIGINT)
+            for client in clients:
+                client.communicate(timeout=30)
+    assert [c.returncode for c in clients] == [130] * MAX_CHILDREN
+    assert _children(launcher, 0) == []
