@@ -16,8 +16,9 @@ not. It never writes a request (argv, environment) anywhere; its own stdio is /d
 
 Exits: after ``PERSIST`` seconds without a request (the agents' idle time; a ping from a
 new agent's start extends it), when its package files, version or interpreter no longer
-match what it imported (checked every second), and on ``stop`` (``agent stop``) or SIGTERM;
-each time it first removes its socket and waits for its running children.
+match what it imported or its socket is gone (its state folder removed; checked every
+second), and on ``stop`` (``agent stop``) or SIGTERM; each time it first removes its socket
+(if still its own) and waits for its running children.
 """
 
 from __future__ import annotations
@@ -176,6 +177,15 @@ class Server:
         idle_out = not self.children and idle > self.persist
         if idle_out or launch.identity() != self.identity:  # or the package changed under us
             self.stop()
+        elif not self._socket_is_ours():  # removed (its state folder deleted) or replaced
+            self.inode = 0  # not ours to unlink
+            self.stop()
+
+    def _socket_is_ours(self) -> bool:
+        try:
+            return self.path.stat().st_ino == self.inode
+        except OSError:
+            return False
 
     # --- requests ------------------------------------------------------------------------------
     def _accept(self) -> None:

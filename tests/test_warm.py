@@ -566,3 +566,9 @@ def test_past_the_cap_a_client_runs_itself(launcher: Launcher) -> None:
                 client.communicate(timeout=30)
     assert [c.returncode for c in clients] == [130] * MAX_CHILDREN
     assert _children(launcher, 0) == []
+
+
+def test_the_launcher_exits_when_its_socket_is_removed(launcher: Launcher) -> None:
+    """Its state folder cleaned up (the socket gone): the launcher exits by itself."""
+    launcher.socket.unlink()
+    assert launcher.process.wait(timeout=15) == 0
