@@ -16,9 +16,10 @@ not. It never writes a request (argv, environment) anywhere; its own stdio is /d
 
 Exits: after ``PERSIST`` seconds without a request (the agents' idle time; a ping from a
 new agent's start extends it), when its package files, version or interpreter no longer
-match what it imported or its socket is gone (its state folder removed; checked every
-second), and on ``stop`` (``agent stop``) or SIGTERM; each time it first removes its socket
-(if still its own) and waits for its running children.
+match what it imported, its socket is gone (its state folder removed) or no agent's
+socket is left beside it (checked every second), and on ``stop`` (``agent stop``) or
+SIGTERM; each time it first removes its socket (if still its own) and waits for its running
+children.
 """
 
 from __future__ import annotations
@@ -180,6 +181,18 @@ class Server:
         elif not self._socket_is_ours():  # removed (its state folder deleted) or replaced
             self.inode = 0  # not ours to unlink
             self.stop()
+        elif not self.children and not self._agents_left():  # it lives as long as they do
+            self.stop()
+
+    def _agents_left(self) -> bool:
+        """Whether an agent's socket is still in the folder (``agent stop`` removes them)."""
+        try:
+            with os.scandir(self.folder) as entries:
+                return any(
+                    e.name.endswith(".sock") and not e.name.startswith("warm-") for e in entries
+                )
+        except OSError:
+            return False
 
     def _socket_is_ours(self) -> bool:
         try:

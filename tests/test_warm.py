@@ -163,6 +163,10 @@ def _env(state: Path) -> dict[str, str]:
 
 
 def _start(folder: Path, env: dict[str, str], persist: float = 60) -> subprocess.Popen[bytes]:
+    """A launcher for ``folder``, beside an agent's socket (it lives as long as one is there)."""
+    privsock.private_folder(folder)
+    with socket.socket(socket.AF_UNIX) as placeholder:
+        placeholder.bind(str(folder / "0123456789abcdef01234567.sock"))
     process = subprocess.Popen(
         [sys.executable, "-m", "remote_chain.warm", str(folder), str(persist)],
         env=env,
@@ -572,3 +576,12 @@ def test_the_launcher_exits_when_its_socket_is_removed(launcher: Launcher) -> No
     """Its state folder cleaned up (the socket gone): the launcher exits by itself."""
     launcher.socket.unlink()
     assert launcher.process.wait(timeout=15) == 0
+
+
+def test_the_launcher_exits_when_no_agent_is_left(launcher: Launcher) -> None:
+    """The agents' sockets gone (`agent stop`, idle agents): the launcher follows them."""
+    for path in launcher.folder.glob("*.sock"):
+        if not path.name.startswith("warm-"):
+            path.unlink()
+    assert launcher.process.wait(timeout=15) == 0
+    assert not launcher.socket.exists()
