@@ -185,14 +185,19 @@ class Server:
             self.stop()
 
     def _agents_left(self) -> bool:
-        """Whether an agent's socket is still in the folder (``agent stop`` removes them)."""
+        """Whether an agent still listens beside it (``agent stop`` and idle agents remove
+        their sockets; a killed agent's is refused: a connect, closed unsent, which the
+        agent does not count as activity)."""
         try:
             with os.scandir(self.folder) as entries:
-                return any(
-                    e.name.endswith(".sock") and not e.name.startswith("warm-") for e in entries
-                )
+                names = [
+                    e.path
+                    for e in entries
+                    if e.name.endswith(".sock") and not e.name.startswith("warm-")
+                ]
         except OSError:
             return False
+        return any(_listening(path) for path in names)
 
     def _socket_is_ours(self) -> bool:
         try:
@@ -367,6 +372,16 @@ class Server:
         _std_streams(request.streams)
         sys.argv = list(request.argv)
         return _run_cli()
+
+
+def _listening(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(1.0)
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True
 
 
 def _die_with(parent: int) -> None:

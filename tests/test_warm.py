@@ -157,6 +157,16 @@ class Launcher:
         return int(str(self.ping()["served"]))
 
 
+_AGENTS: list[socket.socket] = []  # the stand-ins of this test session, kept listening
+
+
+@pytest.fixture(autouse=True)
+def _close_stand_ins() -> Iterator[None]:
+    yield
+    while _AGENTS:
+        _AGENTS.pop().close()
+
+
 def _env(state: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REMOTE_CHAIN_", "XDG_"))}
     return env | {"PYTHONPATH": str(REPO), "REMOTE_CHAIN_STATE_DIR": str(state)}
@@ -165,8 +175,10 @@ def _env(state: Path) -> dict[str, str]:
 def _start(folder: Path, env: dict[str, str], persist: float = 60) -> subprocess.Popen[bytes]:
     """A launcher for ``folder``, beside an agent's socket (it lives as long as one is there)."""
     privsock.private_folder(folder)
-    with socket.socket(socket.AF_UNIX) as placeholder:
-        placeholder.bind(str(folder / "0123456789abcdef01234567.sock"))
+    stand_in = socket.socket(socket.AF_UNIX)  # for the agent: listens, never answers
+    stand_in.bind(str(folder / "0123456789abcdef01234567.sock"))
+    stand_in.listen(64)
+    _AGENTS.append(stand_in)
     process = subprocess.Popen(
         [sys.executable, "-m", "remote_chain.warm", str(folder), str(persist)],
         env=env,
@@ -578,10 +590,18 @@ def test_the_launcher_exits_when_its_socket_is_removed(launcher: Launcher) -> No
     assert launcher.process.wait(timeout=15) == 0
 
 
-def test_the_launcher_exits_when_no_agent_is_left(launcher: Launcher) -> None:
-    """The agents' sockets gone (`agent stop`, idle agents): the launcher follows them."""
+@pytest.mark.parametrize("how", ["removed", "killed"])
+def test_the_launcher_exits_when_no_agent_is_left(launcher: Launcher, how: str) -> None:
+    """The agents' sockets gone (`agent stop`, idle agents) or refusing (a killed agent's):
+    the launcher follows them."""
     for path in launcher.folder.glob("*.sock"):
-        if not path.name.startswith("warm-"):
+        if path.name.startswith("warm-"):
+            continue
+        for stand_in in list(_AGENTS):
+            if stand_in.getsockname() == str(path):
+                stand_in.close()  # nobody listens any more: a connect is refused
+                _AGENTS.remove(stand_in)
+        if how == "removed":
             path.unlink()
     assert launcher.process.wait(timeout=15) == 0
     assert not launcher.socket.exists()
