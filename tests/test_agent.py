@@ -9,13 +9,13 @@ import dataclasses
 import os
 import pwd
 import socket
-import subprocess
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
 import pytest
+from otheruser import TEST_USER, as_test_user
 from structlog.testing import capture_logs
 
 from remote_chain import privsock
@@ -23,10 +23,6 @@ from remote_chain.config import load_profile
 from remote_chain.durations import parse_persist
 from remote_chain.errors import ConfigError, ConnectError, RemoteTimeout
 from remote_chain.remote import CommandResult, Endpoint, Remote, agent
-
-TEST_USER = os.environ.get("REMOTE_CHAIN_DEV_USER", "rcuser")
-# The system's python: the test user may not execute root's own interpreter (pyenv under /root).
-USER_PYTHON = "/usr/bin/python3"
 
 
 class _FakeRemote:
@@ -55,17 +51,6 @@ class _FakeRemote:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-
-def _as_test_user(args: list[str]) -> subprocess.CompletedProcess[str]:
-    """``python -c args[0] args[1:]`` as the dev cluster's unprivileged test user."""
-    return subprocess.run(
-        ["runuser", "-u", TEST_USER, "--", USER_PYTHON, "-c", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 # Connects, sends a run request, prints "closed" when the agent hangs up unanswered (before
@@ -274,7 +259,7 @@ async def test_another_user_cannot_reach_the_socket(
         "try:\n s.connect(sys.argv[1])\nexcept OSError as e:\n print(type(e).__name__)\n"
         "else:\n print('connected')\n"
     )
-    done = await anyio.to_thread.run_sync(_as_test_user, [probe, str(path)])
+    done = await anyio.to_thread.run_sync(as_test_user, [probe, str(path)])
     assert done.stdout.strip() == "PermissionError", done.stderr
 
 
@@ -291,7 +276,7 @@ async def test_another_users_peer_is_refused_even_if_reachable(tmp_path: Path) -
         async with listener, anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, served.handle)
             done = await anyio.to_thread.run_sync(
-                _as_test_user, [_PEER_PROBE, str(path), served.fingerprint]
+                as_test_user, [_PEER_PROBE, str(path), served.fingerprint]
             )
             tg.cancel_scope.cancel()
     assert done.stdout.strip() == "closed", done.stderr

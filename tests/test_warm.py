@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from otheruser import as_test_user
 
 from remote_chain import launch, privsock, warmwire
 from remote_chain.remote import agent
@@ -26,8 +27,6 @@ from remote_chain.settings import Settings
 
 REPO = Path(__file__).resolve().parent.parent
 THIN = [sys.executable, "-c", "from remote_chain.launch import main; main()"]
-TEST_USER = os.environ.get("REMOTE_CHAIN_DEV_USER", "rcuser")
-USER_PYTHON = "/usr/bin/python3"  # the test user may not execute root's pyenv interpreter
 RUN_ID = "20261130-000000-abcd"
 
 
@@ -502,16 +501,6 @@ def test_the_launcher_exits_when_idle(tmp_path: Path) -> None:
     assert not any(folder.glob("warm-*.sock"))
 
 
-def _as_test_user(args: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["runuser", "-u", TEST_USER, "--", USER_PYTHON, "-c", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 _PROBE = (
     "import socket,struct,sys\n"
     "s=socket.socket(socket.AF_UNIX)\n"
@@ -527,7 +516,7 @@ _PROBE = (
 @pytest.mark.skipif(os.getuid() != 0, reason="runs a client as another user with runuser")
 def test_another_user_cannot_reach_the_launcher(launcher: Launcher) -> None:
     """A second user: the 700 folder stops them before the socket does."""
-    done = _as_test_user([_PROBE, str(launcher.socket)])
+    done = as_test_user([_PROBE, str(launcher.socket)])
     assert done.stdout.strip() == "PermissionError", done.stderr
     assert launcher.served() == 0
 
@@ -545,7 +534,7 @@ def test_another_users_peer_is_refused_even_if_reachable() -> None:
             state.chmod(0o755)
             folder.chmod(0o755)
             (folder / launch.socket_name()).chmod(0o777)
-            done = _as_test_user([_PROBE, str(folder / launch.socket_name())])
+            done = as_test_user([_PROBE, str(folder / launch.socket_name())])
             folder.chmod(0o700)
             (folder / launch.socket_name()).chmod(0o600)
             answer = launch.ask(folder, {"op": "stop"})
