@@ -28,6 +28,7 @@ from ``REMOTE_CHAIN_STATE_DIR`` / ``$XDG_STATE_HOME`` as ``Settings.state_home``
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import signal
@@ -79,8 +80,11 @@ def socket_folder(environ: dict[str, str] | os._Environ[str]) -> str:
 
 
 def socket_name() -> str:
-    """One server per package folder and interpreter: other checkouts look elsewhere."""
-    key = f"{PACKAGE}\0{os.path.realpath(sys.executable)}".encode(errors="surrogateescape")
+    """One server per package folder, interpreter and host: other checkouts look elsewhere,
+    and so do other login nodes sharing an NFS home (no XDG_RUNTIME_DIR): there a socket
+    served on one host is refused on the other, which would take it for stale and unlink it."""
+    host = os.uname().nodename
+    key = f"{PACKAGE}\0{os.path.realpath(sys.executable)}\0{host}".encode(errors="surrogateescape")
     return f"warm-{zlib.crc32(key):08x}.sock"
 
 
@@ -149,9 +153,13 @@ def _through(path: str, argv: list[str], fds: tuple[int, ...]) -> int | None:
         try:
             sock.connect(path)
         except OSError as exc:
-            # Nobody listens: a server that died. Remove its socket (in our own 700 folder).
-            _unlink_socket(path)
-            log("launcher_unavailable", reason=f"stale socket {path}: {exc.strerror}")
+            # Refused: nobody listens, a server that died. Remove its socket (in our own 700
+            # folder). Not on EAGAIN: a full listen backlog is a live server, only busy.
+            if exc.errno == errno.ECONNREFUSED:
+                _unlink_socket(path)
+                log("launcher_unavailable", reason=f"stale socket {path}: {exc.strerror}")
+            else:
+                log("launcher_unavailable", reason=f"{path}: {exc.strerror or exc}")
             return None
         if peer_uid(sock) != os.getuid():
             log("launcher_unavailable", reason=f"{path} is served by uid {peer_uid(sock)}")

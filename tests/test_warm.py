@@ -594,3 +594,76 @@ def test_the_launcher_exits_when_no_agent_is_left(launcher: Launcher, how: str) 
             path.unlink()
     assert launcher.process.wait(timeout=15) == 0
     assert not launcher.socket.exists()
+
+
+def test_output_lost_on_a_full_disk_fails_as_in_its_own_process(launcher: Launcher) -> None:
+    """stdout on a full disk (/dev/full): the interpreter's flush at exit fails, exit 120;
+    the warm child must not report success for output that was never written."""
+    codes = []
+    for env in (launcher.env, {**launcher.env, "REMOTE_CHAIN_LAUNCHER": "off"}):
+        with open("/dev/full", "wb") as full:
+            done = subprocess.run(
+                [*THIN, "clusters"],
+                env=env,
+                cwd=launcher.cwd,
+                stdout=full,
+                stderr=subprocess.PIPE,
+                timeout=60,
+                check=False,
+            )
+        codes.append((done.returncode, b"No space left on device" in done.stderr))
+    assert launcher.served() == 1
+    assert codes[0] == codes[1]
+    assert codes[1][0] != 0
+
+
+def test_a_full_backlog_is_not_taken_for_a_stale_socket(tmp_path: Path) -> None:
+    """A server too busy to accept (its listen backlog full: EAGAIN) is alive: the client
+    runs the command itself but leaves the socket there; only a refused one is stale."""
+    folder = privsock.private_folder(tmp_path / "agent")
+    path = folder / launch.socket_name()
+    busy = socket.socket(socket.AF_UNIX)
+    busy.bind(str(path))
+    path.chmod(0o600)
+    busy.listen(0)
+    fillers: list[socket.socket] = []
+    try:
+        while True:
+            filler = socket.socket(socket.AF_UNIX)
+            filler.setblocking(False)
+            try:
+                filler.connect(str(path))
+            except BlockingIOError:
+                filler.close()
+                break
+            fillers.append(filler)
+        cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert launch._through(str(path), ["remote-chain", "clusters"], (0, 1, 2, cwd)) is None
+        finally:
+            os.close(cwd)
+        assert path.exists(), "a live server's socket was removed as stale"
+    finally:
+        busy.close()
+        for filler in fillers:
+            filler.close()
+    with socket.socket(socket.AF_UNIX) as dead:  # bound, never listening: refused
+        path.unlink()
+        dead.bind(str(path))
+        path.chmod(0o600)
+        cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            assert launch._through(str(path), ["remote-chain"], (0, 1, 2, cwd)) is None
+        finally:
+            os.close(cwd)
+        assert not path.exists()
+
+
+def test_each_host_has_its_own_socket_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Home folders on NFS: without XDG_RUNTIME_DIR two login nodes share the socket folder;
+    a socket served on one host is refused on the other, which must not unlink it."""
+    here = launch.socket_name()
+    real = os.uname()
+    other = os.uname_result((real[0], real[1] + "-other", *real[2:]))
+    monkeypatch.setattr(os, "uname", lambda: other)
+    assert launch.socket_name() != here
