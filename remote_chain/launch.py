@@ -9,8 +9,8 @@ our uid, mode 600, in our 700 folder; the server's uid checked with ``SO_PEERCRE
 argv, the environment, umask, the stdio encodings, and its stdin, stdout, stderr and working
 folder as file descriptors. The child runs exactly ``cli.main()`` on them: the same JSON,
 exit codes and host-key checks as this process would give. Meanwhile the client relays
-SIGINT, SIGTERM and SIGHUP to the child, and exits with its status (128+N if killed by
-signal N, as a shell says).
+SIGINT, SIGTERM and SIGHUP to the child, and exits with its status (killed by signal N:
+dies by N too, as the command's own process would).
 
 Falls back to running the command itself when there is no socket, or the server answers
 ``mismatch`` (another checkout, version, interpreter or flags: silently), or is stale,
@@ -61,6 +61,11 @@ def main() -> None:
         from remote_chain.cli import main as cli_main  # noqa: PLC0415 - only without a launcher
 
         cli_main()
+    if code is not None and code < 0:
+        # The child was killed by signal -code: so is this process, as it would have been.
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        code = 128 - code  # a signal whose default is not to die: what a shell would say
     raise SystemExit(code)
 
 
@@ -121,7 +126,8 @@ def enabled(environ: dict[str, str] | os._Environ[str]) -> bool:
 
 # --- the thin client -------------------------------------------------------------------------
 def launched(argv: list[str]) -> int | None:
-    """The command's exit status through the launcher; None: run it in this process."""
+    """The command's exit status through the launcher (-N: killed by signal N); None: run
+    it in this process."""
     if not enabled(os.environ):
         return None
     path = os.path.join(socket_folder(os.environ), socket_name())
@@ -218,7 +224,7 @@ class _Relay:
         if done is not None and isinstance(done.get("exit"), int):
             return int(done["exit"])
         if done is not None and isinstance(done.get("signal"), int):
-            return 128 + int(done["signal"])
+            return -int(done["signal"])  # main() dies by it: a parent sees the signal
         from remote_chain.errors import ConnectError  # noqa: PLC0415 - a small module
 
         log("launcher_gone", reason="the launcher went away during the command; it may have run")
