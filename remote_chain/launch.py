@@ -95,11 +95,18 @@ def socket_name() -> str:
 
 def identity() -> str:
     """What a server must share with its clients: package (files' mtimes and sizes),
-    version, interpreter, its flags and sys.path (past the script's own folder)."""
+    version, interpreter, its flags and sys.path (past the script's own folder), and what a
+    fork inherits from the server rather than the client: its groups (after `newgrp`, `sg`
+    or a group added since) and its mount namespace (a container sees other files)."""
     import hashlib  # noqa: PLC0415 - only when a socket exists
 
     digest = hashlib.sha256()
+    try:
+        mounts = os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        mounts = "?"
     parts = [
+        f"{os.getgid()} {os.getegid()} {sorted(os.getgroups())} {mounts}",
         str(PACKAGE),
         remote_chain.__version__,
         os.path.realpath(sys.executable),

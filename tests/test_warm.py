@@ -671,3 +671,34 @@ def test_each_host_has_its_own_socket_name(monkeypatch: pytest.MonkeyPatch) -> N
     other = os.uname_result((real[0], real[1] + "-other", *real[2:]))
     monkeypatch.setattr(os, "uname", lambda: other)
     assert launch.socket_name() != here
+
+
+@pytest.mark.parametrize("what", ["getgid", "getegid", "getgroups"])
+def test_a_client_with_other_groups_does_not_use_the_launcher(
+    monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """A fork inherits the server's credentials, not the client's: after `newgrp`/`sg`, or
+    once the user was added to a group, the child would run (and create files) with the
+    groups the server had. The identity tells them apart: such a client runs itself."""
+    before = launch.identity()
+    real = getattr(os, what)
+    other = (lambda: [*real(), 4242]) if what == "getgroups" else (lambda: real() + 4242)
+    monkeypatch.setattr(os, what, other)
+    assert launch.identity() != before
+
+
+def test_a_client_in_another_mount_namespace_does_not_use_the_launcher(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A container (Apptainer binds $HOME, where the socket folder falls back to) sees other
+    files at the same paths: its argv's paths mean something else in the server's."""
+    before = launch.identity()
+    real = os.readlink
+
+    def readlink(path: str, *args: object, **kwargs: object) -> str:
+        if str(path) == "/proc/self/ns/mnt":
+            return "mnt:[1]"
+        return real(path)
+
+    monkeypatch.setattr(os, "readlink", readlink)
+    assert launch.identity() != before
