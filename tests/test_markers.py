@@ -96,6 +96,12 @@ def test_script_env_carries_the_script_unless_secret_or_too_big() -> None:
     assert script_env("é" * (SCRIPT_ENV_MAX_BYTES // 2 + 1), sensitive=False) == {SCRIPT_ENV: ""}
     # Under Linux's MAX_ARG_STRLEN (32 pages) with its name, `=` and NUL.
     assert len(SCRIPT_ENV) + 2 + SCRIPT_ENV_MAX_BYTES < 32 * 4096
+    # And the env request's packet within what every SSH server must accept (RFC 4253 6.1:
+    # a payload of 32768 bytes): byte SSH_MSG_CHANNEL_REQUEST, uint32 recipient channel,
+    # string "env", boolean want_reply, string name, string value. A server that enforces
+    # the RFC's floor (Dropbear) drops the connection on a bigger packet: no fallback then.
+    payload = 1 + 4 + (4 + len("env")) + 1 + (4 + len(SCRIPT_ENV)) + (4 + SCRIPT_ENV_MAX_BYTES)
+    assert payload <= 32768
 
 
 @pytest.mark.parametrize("via_env", [True, False])

@@ -423,7 +423,8 @@ async def test_the_script_rides_in_the_env_request_unless_refused_or_secret(
 async def test_scripts_up_to_the_env_cap_ride_in_env_and_bigger_ones_on_stdin(
     env_sshd: Sshd,
 ) -> None:
-    """The cap (96 KiB, under Linux's 128 KiB per environment string) is the boundary: a
+    """The cap (32 KiB less 64 bytes: the packet every SSH server must accept, RFC 4253 6.1,
+    well under Linux's 128 KiB per environment string) is the boundary: a
     wrapped script of exactly the cap runs from the env request, one byte more from stdin."""
     overhead = len(wrap("")[0].encode())
     async with await open_remote(env_sshd.endpoint()) as remote:

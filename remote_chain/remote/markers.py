@@ -41,9 +41,11 @@ REMOTE_COMMAND = "bash -l -s"
 # is mode 0400 and ptrace-checked), as its stdin pipe is, never by other users of the node.
 SCRIPT_ENV = "LC_REMOTE_CHAIN"
 EXEC_COMMAND = f"""bash -l -c 'eval "${{{SCRIPT_ENV}:-$(cat)}}"'"""
-# Linux refuses to execve an environment string over MAX_ARG_STRLEN (128 KiB, name and `=`
-# included): the login shell could not start bash. Bigger scripts travel on stdin only.
-SCRIPT_ENV_MAX_BYTES = 96 * 1024
+# The env request is one SSH packet, and RFC 4253 6.1 obliges a server to accept payloads of
+# 32768 bytes only: Dropbear (RECV_MAX_PAYLOAD_LEN) drops the connection on a bigger one,
+# before any fallback to stdin could happen. OpenSSH takes 256 KiB, but then Linux refuses to
+# execve an environment string over MAX_ARG_STRLEN (128 KiB). Bigger scripts: stdin only.
+SCRIPT_ENV_MAX_BYTES = 32 * 1024 - 64  # the request's own fields fit in the 64 bytes
 BEGIN_MARKER = "__REMOTE_CHAIN_BEGIN_"
 END_MARKER = "__REMOTE_CHAIN_END_"
 
