@@ -285,13 +285,20 @@ class Server:
 
     def _fork(self, conn: socket.socket, request: warmwire.Request, fds: list[int]) -> int:
         parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            code = 1
-            try:
-                code = self._child(parent, conn, request, fds)
-            finally:
-                os._exit(code)
+        # Blocked across the fork: a signal the client relays as soon as it has the pid
+        # would otherwise run the server's handler in the child (stop: unlink the live
+        # socket) and be lost to the command. The child unblocks them once its own are set.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, RELAYABLE)
+        try:
+            pid = os.fork()
+            if pid == 0:  # the child: never returns
+                code = 1
+                try:
+                    code = self._child(parent, conn, request, fds)
+                finally:
+                    os._exit(code)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # the parent's (child: gone)
         return pid
 
     def _from_client(self, pid: int) -> None:
@@ -417,6 +424,9 @@ def _run_cli() -> int:
     from remote_chain import cli  # noqa: PLC0415 - preloaded before the fork
 
     try:
+        # Signals that came since the fork (blocked there) are delivered here, to the
+        # command's handlers: Ctrl-C before the CLI's own frame is a KeyboardInterrupt.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, RELAYABLE)
         cli.main()
     except SystemExit as done:
         code = done.code
@@ -429,7 +439,12 @@ def _run_cli() -> int:
         return _flushed(1)
     except BaseException as exc:  # the interpreter's own last resort, as in a process
         traceback.print_exc()
-        return _flushed(128 + signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1)
+        if isinstance(exc, KeyboardInterrupt):  # Python then dies by SIGINT: so does this
+            _flushed(0)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+            return 128 + signal.SIGINT
+        return _flushed(1)
     return _flushed(0)
 
 

@@ -702,3 +702,57 @@ def test_a_client_in_another_mount_namespace_does_not_use_the_launcher(
 
     monkeypatch.setattr(os, "readlink", readlink)
     assert launch.identity() != before
+
+
+def test_a_signal_at_the_fork_reaches_the_command_not_the_servers_handler(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C as the command starts: the client relays it right after the child's pid. A
+    child that has not yet reset its handlers would run the server's (stop: unlink the live
+    socket) and swallow the signal, its command running on. Signals wait (blocked) across the
+    fork until the child's own handlers are in place. The child's setup is slowed here to
+    hold that window open."""
+    state = tmp_path / "state"
+    env = _env(state)
+    folder = state / "agent"
+    privsock.private_folder(folder)
+    stand_in = socket.socket(socket.AF_UNIX)
+    stand_in.bind(str(folder / "0123456789abcdef01234567.sock"))
+    stand_in.listen(64)
+    _AGENTS.append(stand_in)
+    slowed = (
+        "import sys, time; from remote_chain import warm; die = warm._die_with; "
+        "warm._die_with = lambda parent: (time.sleep(1.0), die(parent)); "
+        f"sys.argv = ['warm', {str(folder)!r}, '60']; warm.main()"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", slowed], env=env, cwd="/", start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(folder.glob("warm-*.sock")):
+            assert process.poll() is None
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (tmp_path / "clusters").mkdir()
+        launcher = Launcher(process, folder, env, tmp_path)
+        silent, args = _hanging_profile(launcher)
+        with silent:
+            client = _popen(launcher, args)
+            deadline = time.monotonic() + 20
+            while launcher.served() == 0:
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            client.send_signal(signal.SIGINT)  # within the child's slowed setup
+            _, err = client.communicate(timeout=30)
+        # Before the CLI's own frame: what Python does with Ctrl-C during its imports.
+        assert client.returncode == -signal.SIGINT, err
+        assert b"KeyboardInterrupt" in err
+        assert launcher.socket.exists(), "the child ran the server's handler"
+    finally:
+        launch.ask(folder, {"op": "stop"})
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
