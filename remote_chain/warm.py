@@ -410,7 +410,7 @@ def _std_streams(streams: list[tuple[str, str]]) -> None:
             buffered,
             encoding=encoding,
             errors=errors,
-            newline=None if fd == 0 else "\n",
+            newline="\n",  # POSIX CPython: stdin too (universal newlines on Windows only)
             line_buffering=fd == 2 or (fd == 1 and tty),
             write_through=fd == 2,
         )

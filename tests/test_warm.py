@@ -756,3 +756,22 @@ def test_a_signal_at_the_fork_reaches_the_command_not_the_servers_handler(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def test_the_childs_stdin_reads_as_the_interpreters_own() -> None:
+    """Python's sys.stdin on POSIX keeps "\\r\\n" and "\\r" (newline="\\n"): the child's
+    rebuilt stdin must read the same text, not universal newlines."""
+    probe = (
+        "import sys; from remote_chain import warm; "
+        "warm._std_streams([('utf-8', 'strict')] * 3); "
+        "sys.stdout.write(repr(sys.stdin.read()))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        input=b"a\r\nb\rc\n",
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.decode() == repr("a\r\nb\rc\n")  # as `python3 -c` reads it
