@@ -386,6 +386,8 @@ def _listening(path: str) -> bool:
         probe.settimeout(1.0)
         try:
             probe.connect(path)
+        except BlockingIOError:
+            return True  # EAGAIN: its listen backlog is full, a live agent that is busy
         except OSError:
             return False
     return True

@@ -775,3 +775,27 @@ def test_the_childs_stdin_reads_as_the_interpreters_own() -> None:
         check=True,
     )
     assert done.stdout.decode() == repr("a\r\nb\rc\n")  # as `python3 -c` reads it
+
+
+def test_a_busy_agent_still_counts_as_one_left(launcher: Launcher) -> None:
+    """An agent whose listen backlog is full (EAGAIN) is alive: the launcher stays."""
+    agent_socket = _AGENTS[-1]
+    agent_socket.listen(0)
+    path = agent_socket.getsockname()
+    fillers: list[socket.socket] = []
+    try:
+        while True:
+            filler = socket.socket(socket.AF_UNIX)
+            filler.setblocking(False)
+            try:
+                filler.connect(path)
+            except BlockingIOError:
+                filler.close()
+                break
+            fillers.append(filler)
+        time.sleep(3 * 1.0 + 0.5)  # three of the launcher's watches (warm.WATCH_PERIOD)
+        assert launcher.process.poll() is None, "the launcher took a busy agent for gone"
+        assert launcher.ping()["pid"] == launcher.process.pid
+    finally:
+        for filler in fillers:
+            filler.close()
