@@ -15,10 +15,12 @@ from remote_chain.remote.markers import (
     BEGIN_MARKER,
     END_MARKER,
     EXEC_COMMAND,
+    OPENSSH_ENV_MAX_BYTES,
     REMOTE_COMMAND,
     SCRIPT_ENV,
     SCRIPT_ENV_MAX_BYTES,
     MarkerError,
+    env_cap,
     script_env,
     split_stderr,
     unwrap,
@@ -102,6 +104,19 @@ def test_script_env_carries_the_script_unless_secret_or_too_big() -> None:
     # the RFC's floor (Dropbear) drops the connection on a bigger packet: no fallback then.
     payload = 1 + 4 + (4 + len("env")) + 1 + (4 + len(SCRIPT_ENV)) + (4 + SCRIPT_ENV_MAX_BYTES)
     assert payload <= 32768
+
+
+def test_the_cap_is_openssh_s_only_for_openssh() -> None:
+    """OpenSSH's sshd (its version string says so) takes 256 KiB packets: there the cap is
+    execve's; any other server gets what RFC 4253 obliges every server to take."""
+    assert env_cap("SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3") == OPENSSH_ENV_MAX_BYTES
+    assert env_cap("SSH-2.0-OpenSSH_7.4") == OPENSSH_ENV_MAX_BYTES
+    for other in ("SSH-2.0-dropbear_2022.83", "SSH-2.0-Go", "", "SSH-2.0-openssh_9.0"):
+        assert env_cap(other) == SCRIPT_ENV_MAX_BYTES
+    assert len(SCRIPT_ENV) + 2 + OPENSSH_ENV_MAX_BYTES < 32 * 4096  # MAX_ARG_STRLEN
+    big = "x" * OPENSSH_ENV_MAX_BYTES
+    assert script_env(big, sensitive=False, cap=OPENSSH_ENV_MAX_BYTES) == {SCRIPT_ENV: big}
+    assert script_env(big, sensitive=False) == {SCRIPT_ENV: ""}
 
 
 @pytest.mark.parametrize("via_env", [True, False])

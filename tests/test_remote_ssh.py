@@ -25,7 +25,7 @@ from remote_chain.errors import (
     RemoteTimeout,
 )
 from remote_chain.remote import CommandResult, Endpoint, markers, open_remote
-from remote_chain.remote.markers import SCRIPT_ENV_MAX_BYTES, wrap
+from remote_chain.remote.markers import OPENSSH_ENV_MAX_BYTES, wrap
 from remote_chain.remote.ssh import SshRemote
 
 REPO = Path(__file__).resolve().parent.parent
@@ -423,12 +423,13 @@ async def test_the_script_rides_in_the_env_request_unless_refused_or_secret(
 async def test_scripts_up_to_the_env_cap_ride_in_env_and_bigger_ones_on_stdin(
     env_sshd: Sshd,
 ) -> None:
-    """The cap (32 KiB less 64 bytes: the packet every SSH server must accept, RFC 4253 6.1,
-    well under Linux's 128 KiB per environment string) is the boundary: a
-    wrapped script of exactly the cap runs from the env request, one byte more from stdin."""
+    """The cap for OpenSSH's sshd (96 KiB: its packets may be 256 KiB, and Linux's limit per
+    environment string is 128 KiB; other servers get 32 KiB less 64 bytes, the packet every
+    SSH server must accept, RFC 4253 6.1) is the boundary: a wrapped script of exactly the
+    cap runs from the env request, one byte more from stdin."""
     overhead = len(wrap("")[0].encode())
     async with await open_remote(env_sshd.endpoint()) as remote:
-        for size, via_env in [(SCRIPT_ENV_MAX_BYTES, 1), (SCRIPT_ENV_MAX_BYTES + 1, 0)]:
+        for size, via_env in [(OPENSSH_ENV_MAX_BYTES, 1), (OPENSSH_ENV_MAX_BYTES + 1, 0)]:
             head = f"{ENV_PROBE}# "
             script = head + "x" * (size - overhead - len(head))
             assert len(wrap(script)[0].encode()) == size
@@ -442,7 +443,7 @@ async def test_an_env_string_over_max_arg_strlen_would_not_start(
     env_sshd: Sshd, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Why the cap: past 128 KiB the login shell cannot execve bash (E2BIG), so nothing runs."""
-    monkeypatch.setattr(markers, "SCRIPT_ENV_MAX_BYTES", 256 * 1024)
+    monkeypatch.setattr(markers, "OPENSSH_ENV_MAX_BYTES", 256 * 1024)
     async with await open_remote(env_sshd.endpoint()) as remote:
         with pytest.raises(RemoteError, match="did not run the command") as caught:
             await remote.run("# " + "x" * 140 * 1024 + "\necho ran")

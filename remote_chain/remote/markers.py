@@ -46,6 +46,10 @@ EXEC_COMMAND = f"""bash -l -c 'eval "${{{SCRIPT_ENV}:-$(cat)}}"'"""
 # before any fallback to stdin could happen. OpenSSH takes 256 KiB, but then Linux refuses to
 # execve an environment string over MAX_ARG_STRLEN (128 KiB). Bigger scripts: stdin only.
 SCRIPT_ENV_MAX_BYTES = 32 * 1024 - 64  # the request's own fields fit in the 64 bytes
+# OpenSSH's sshd, named by its version string, takes packets of 256 KiB: there the cap is what
+# execve allows, with room for the name (a P1 submit's wrapped script is ~40 KiB).
+OPENSSH_ENV_MAX_BYTES = 96 * 1024
+_OPENSSH = "SSH-2.0-OpenSSH_"
 BEGIN_MARKER = "__REMOTE_CHAIN_BEGIN_"
 END_MARKER = "__REMOTE_CHAIN_END_"
 
@@ -97,15 +101,24 @@ def wrap(script: str) -> tuple[str, str]:
     return wrapped, nonce
 
 
-def script_env(wrapped: str, *, sensitive: bool) -> dict[str, str]:
+def env_cap(server_version: str) -> int:
+    """The largest wrapped script (bytes) to send in the env request to this server."""
+    if server_version.startswith(_OPENSSH):
+        return OPENSSH_ENV_MAX_BYTES
+    return SCRIPT_ENV_MAX_BYTES
+
+
+def script_env(wrapped: str, *, sensitive: bool, cap: int | None = None) -> dict[str, str]:
     """The ``env`` request to send with ``EXEC_COMMAND``: the wrapped script, or empty.
 
     Empty (stdin only) when the script carries secrets: sshd logs every env request's value
-    at LogLevel DEBUG2 ("Setting env"), never stdin. Empty too past ``SCRIPT_ENV_MAX_BYTES``.
+    at LogLevel DEBUG2 ("Setting env"), never stdin. Empty too past ``cap`` (``env_cap``;
+    by default ``SCRIPT_ENV_MAX_BYTES``, what every server must take).
     Always sent, even empty: it overrides a value the ssh config's ``SendEnv LC_*`` would
     forward from the local environment, which the remote would otherwise run.
     """
-    if sensitive or len(wrapped.encode()) > SCRIPT_ENV_MAX_BYTES:
+    limit = SCRIPT_ENV_MAX_BYTES if cap is None else cap
+    if sensitive or len(wrapped.encode()) > limit:
         return {SCRIPT_ENV: ""}
     return {SCRIPT_ENV: wrapped}
 

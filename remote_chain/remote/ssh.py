@@ -39,7 +39,14 @@ from remote_chain.remote import (
     result_from_output,
 )
 from remote_chain.remote.endpoint import Endpoint
-from remote_chain.remote.markers import EXEC_COMMAND, REMOTE_COMMAND, SCRIPT_ENV, script_env, wrap
+from remote_chain.remote.markers import (
+    EXEC_COMMAND,
+    REMOTE_COMMAND,
+    SCRIPT_ENV,
+    env_cap,
+    script_env,
+    wrap,
+)
 from remote_chain.remote.sshconfig import Hop, Route, resolve
 from remote_chain.retries import channel_refused
 
@@ -281,7 +288,7 @@ class SshRemote(ClosingContext):
             # by the other commands' own timeouts.
             with _translated(self._endpoint, "command", limit), anyio.fail_after(limit):
                 stdout_bytes, stderr_bytes, exit_status = await self._run_wrapped(
-                    wrapped, script_env(wrapped, sensitive=sensitive)
+                    wrapped, sensitive
                 )
         stdout = stdout_bytes.decode("utf-8", "replace")
         stderr = stderr_bytes.decode("utf-8", "replace")
@@ -302,17 +309,18 @@ class SshRemote(ClosingContext):
         )
         return result
 
-    async def _run_wrapped(
-        self, wrapped: str, env: dict[str, str]
-    ) -> tuple[bytes, bytes, int | None]:
+    async def _run_wrapped(self, wrapped: str, sensitive: bool) -> tuple[bytes, bytes, int | None]:
         # Even under the channel cap, a server may refuse a channel while it still tears
         # down one we closed: retried briefly (retries.channel_refused).
         retrying = channel_refused(asyncssh.ChannelOpenError)
-        result: tuple[bytes, bytes, int | None] = await retrying(self._run_once, wrapped, env)
+        result: tuple[bytes, bytes, int | None] = await retrying(self._run_once, wrapped, sensitive)
         return result
 
-    async def _run_once(self, wrapped: str, env: dict[str, str]) -> tuple[bytes, bytes, int | None]:
+    async def _run_once(self, wrapped: str, sensitive: bool) -> tuple[bytes, bytes, int | None]:
         connection = await self._live_connection()
+        # How big a script may ride in the env request depends on the server (markers.env_cap).
+        server = str(connection.get_extra_info("server_version") or "")
+        env = script_env(wrapped, sensitive=sensitive, cap=env_cap(server))
         # No pty: the script's stdout and stderr stay apart and no \r\n translation. The
         # script goes in the env request, sent with the exec in one flight (2 round trips),
         # and on stdin, which sshd lets through only once the command has started (a third):
