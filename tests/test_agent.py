@@ -344,3 +344,18 @@ async def test_garbage_from_a_peer_does_not_take_the_agent_down(
             await stream.receive()
     remote = agent.AgentRemote(endpoint, path)
     assert (await remote.run("still")).stdout == "ran still\n"
+
+
+def test_another_host_s_agent_has_another_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two machines sharing an NFS home (no XDG_RUNTIME_DIR) never name the same socket: one
+    would find the other's refused, take it for stale and unlink it."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    endpoint = Endpoint(name="c", host="h", agent_dir=tmp_path / "agent")
+    here = agent.socket_path(endpoint)
+    assert agent.socket_path(endpoint) == here  # stable on one host
+    real = os.uname()
+    other = os.uname_result((real.sysname, "login2", real.release, real.version, real.machine))
+    monkeypatch.setattr(os, "uname", lambda: other)
+    assert agent.socket_path(endpoint) != here

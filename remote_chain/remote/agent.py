@@ -11,8 +11,9 @@ agent start``), and reached over a Unix socket:
   bits) before every use, and the socket itself bound under umask 177 (mode 600);
 - every accepted peer's uid is read with ``SO_PEERCRED`` and must be ours; any other peer is
   closed unanswered;
-- the socket's name is a hash of the endpoint and of the bytes of the known_hosts file, the
-  ssh config and the profile, and the agent exits as soon as one of them changes (checked
+- the socket's name is a hash of the endpoint, of the bytes of the known_hosts file, the
+  ssh config and the profile, and of the host (an NFS home shared by several machines), and
+  the agent exits as soon as one of them changes (checked
   every second), or after
   ``persist`` seconds without a request: it never outlives a changed profile or host key;
 - it connects with ``SshRemote.open``, the direct path's own code: the same host-key checks,
@@ -92,10 +93,15 @@ def agent_folder(endpoint: Endpoint, environ: dict[str, str] | None = None) -> P
 
 
 def fingerprint(endpoint: Endpoint) -> str:
-    """What an agent is for: the endpoint, and the bytes of known_hosts and watched files."""
+    """What an agent is for: the endpoint, the bytes of known_hosts and watched files, and
+    this host."""
     # Not `persist`: an agent started by `agent start` serves commands whatever they ask.
     fields = {k: str(v) for k, v in sorted(dataclasses.asdict(endpoint).items()) if k != "persist"}
     digest = hashlib.sha256(json.dumps(fields).encode())
+    # The host, so the socket's name too: without XDG_RUNTIME_DIR the socket is in the state
+    # folder, which an NFS home shares between machines; there another host's socket is
+    # refused, read as stale, unlinked, and a second agent started (as `launch.socket_name`).
+    digest.update(os.uname().nodename.encode() + b"\0")
     for path in _watched(endpoint):
         digest.update(str(path).encode() + b"\0" + _read(path) + b"\0")
     return digest.hexdigest()
