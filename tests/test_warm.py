@@ -209,12 +209,17 @@ def launcher(tmp_path: Path) -> Iterator[Launcher]:
     try:
         yield Launcher(process, folder, env, tmp_path)
     finally:
-        launch.ask(folder, {"op": "stop"})
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(folder, process)
+
+
+def _stop(folder: Path, process: subprocess.Popen[bytes]) -> None:
+    """Ask the launcher to stop, and reap it (killed if it does not go within 10 s)."""
+    launch.ask(folder, {"op": "stop"})
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _cli(
@@ -621,6 +626,27 @@ def test_output_lost_on_a_full_disk_fails_as_in_its_own_process(launcher: Launch
     assert codes[1][0] != 0
 
 
+@contextlib.contextmanager
+def _backlog_filled(path: str) -> Iterator[None]:
+    """Connections to the listening socket at ``path`` until its backlog is full (a new
+    connect gets EAGAIN), held open for the block."""
+    fillers: list[socket.socket] = []
+    try:
+        while True:
+            filler = socket.socket(socket.AF_UNIX)
+            filler.setblocking(False)
+            try:
+                filler.connect(path)
+            except BlockingIOError:
+                filler.close()
+                break
+            fillers.append(filler)
+        yield
+    finally:
+        for filler in fillers:
+            filler.close()
+
+
 def test_a_full_backlog_is_not_taken_for_a_stale_socket(tmp_path: Path) -> None:
     """A server too busy to accept (its listen backlog full: EAGAIN) is alive: the client
     runs the command itself but leaves the socket there; only a refused one is stale."""
@@ -630,27 +656,17 @@ def test_a_full_backlog_is_not_taken_for_a_stale_socket(tmp_path: Path) -> None:
     busy.bind(str(path))
     path.chmod(0o600)
     busy.listen(0)
-    fillers: list[socket.socket] = []
     try:
-        while True:
-            filler = socket.socket(socket.AF_UNIX)
-            filler.setblocking(False)
+        with _backlog_filled(str(path)):
+            cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
             try:
-                filler.connect(str(path))
-            except BlockingIOError:
-                filler.close()
-                break
-            fillers.append(filler)
-        cwd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            assert launch._through(str(path), ["remote-chain", "clusters"], (0, 1, 2, cwd)) is None
-        finally:
-            os.close(cwd)
+                argv = ["remote-chain", "clusters"]
+                assert launch._through(str(path), argv, (0, 1, 2, cwd)) is None
+            finally:
+                os.close(cwd)
         assert path.exists(), "a live server's socket was removed as stale"
     finally:
         busy.close()
-        for filler in fillers:
-            filler.close()
     with socket.socket(socket.AF_UNIX) as dead:  # bound, never listening: refused
         path.unlink()
         dead.bind(str(path))
@@ -750,12 +766,7 @@ def test_a_signal_at_the_fork_reaches_the_command_not_the_servers_handler(
         assert b"KeyboardInterrupt" in err
         assert launcher.socket.exists(), "the child ran the server's handler"
     finally:
-        launch.ask(folder, {"op": "stop"})
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _stop(folder, process)
 
 
 def test_the_childs_stdin_reads_as_the_interpreters_own() -> None:
@@ -781,21 +792,7 @@ def test_a_busy_agent_still_counts_as_one_left(launcher: Launcher) -> None:
     """An agent whose listen backlog is full (EAGAIN) is alive: the launcher stays."""
     agent_socket = _AGENTS[-1]
     agent_socket.listen(0)
-    path = agent_socket.getsockname()
-    fillers: list[socket.socket] = []
-    try:
-        while True:
-            filler = socket.socket(socket.AF_UNIX)
-            filler.setblocking(False)
-            try:
-                filler.connect(path)
-            except BlockingIOError:
-                filler.close()
-                break
-            fillers.append(filler)
+    with _backlog_filled(agent_socket.getsockname()):
         time.sleep(3 * 1.0 + 0.5)  # three of the launcher's watches (warm.WATCH_PERIOD)
         assert launcher.process.poll() is None, "the launcher took a busy agent for gone"
         assert launcher.ping()["pid"] == launcher.process.pid
-    finally:
-        for filler in fillers:
-            filler.close()
