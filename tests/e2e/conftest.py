@@ -455,8 +455,12 @@ class Chain:
             # The chain's files can tell it ended before accounting has every job's final
             # record (e.g. while slurmdbd is down or catching up): wait for those too, in
             # Slurm's view and in the client's.
+            # Both views, because the status was read before this sacct: a job that ended in
+            # between is final in Slurm's view but still RUNNING in the status returned (the
+            # CI failure of test_node_failure_resumes on 2026-12-01).
             final = {j.job_id for j in self.sacct() if j.word not in {"PENDING", "RUNNING"}}
-            if any(j.state == "UNKNOWN" for j in status.jobs):
+            live = {"PENDING", "RUNNING", "REQUEUED", "SUSPENDED", "UNKNOWN"}
+            if any(j.state.split(" ")[0] in live for j in status.jobs):
                 return None
             return status if {j.job_id for j in status.jobs} <= final else None
 
