@@ -46,6 +46,10 @@ from remote_chain.plan import build_bundle, read_uploads, select_benchmarks
 P1_BENCHMARKS = ("b0", "b1", "b2", "b3")
 FANOUT = (1, 2, 4, 8)
 RC, ASYNCSSH, OPENSSH = "remote-chain", "naive asyncssh", "OpenSSH commands"
+# What the warm submit must beat each baseline by at 50 ms. Naive asyncssh: P1 as first filed.
+# OpenSSH commands: issue 13 raised P1's 4x to "keep >= 15x against the bench's existing
+# baseline" (it measured 16.7x when filed), which this verdict now judges.
+P1_WANT = {ASYNCSSH: 5.0, OPENSSH: 15.0}
 RCM = "remote-chain over an open ControlMaster"
 
 
@@ -263,7 +267,7 @@ def _p1_report(ctx: Ctx, samples: _P1Samples) -> None:
             )
         )
     ratios = {}
-    for method, want in ((ASYNCSSH, 5.0), (OPENSSH, 4.0)):
+    for method, want in ((ASYNCSSH, P1_WANT[ASYNCSSH]), (OPENSSH, P1_WANT[OPENSSH])):
         ratio = s[method, d50].median / s[RC, d50].median
         ratios[method] = ratio
         ctx.rows.append(
@@ -301,7 +305,7 @@ def _p1_report(ctx: Ctx, samples: _P1Samples) -> None:
             "answered))",
         )
     )
-    for method, want in ((ASYNCSSH, 5.0), (OPENSSH, 4.0)):
+    for method, want in ((ASYNCSSH, P1_WANT[ASYNCSSH]), (OPENSSH, P1_WANT[OPENSSH])):
         ctx.verdicts.append(
             Verdict(
                 f"P1 >= {want:g}x faster than {method} at 50 ms RTT",
