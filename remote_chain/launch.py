@@ -14,9 +14,11 @@ dies by N too, as the command's own process would).
 
 Falls back to running the command itself when there is no socket, or the server answers
 ``mismatch`` (another checkout, version, interpreter or flags: silently), or is stale,
-refused or busy (one ``launcher_unavailable`` log line, like ``agent_unavailable``). A
-server that dies after forking the child (which dies with it: ``PR_SET_PDEATHSIG``) is a
-``ConnectError``: exit 3, the command may have run, one ``launcher_gone`` line.
+refused or busy (one ``launcher_unavailable`` log line, like ``agent_unavailable``), or
+does not say ``ready`` within ``REPLY_TIMEOUT_S``. Once the client has said ``go`` it never
+runs the command itself (``warmwire``: a command runs once): a server that dies or stalls
+after that (its child dies with it: ``PR_SET_PDEATHSIG``) is a ``ConnectError``: exit 3,
+the command may have run, one ``launcher_gone`` line.
 ``REMOTE_CHAIN_LAUNCHER=off`` skips the launcher altogether.
 
 The socket is ``warm-<crc32 of package folder and interpreter>.sock`` in the agents' socket
@@ -215,11 +217,27 @@ class _Relay:
         except (OSError, warmwire.WireError) as exc:
             log("launcher_unavailable", reason=f"no answer: {exc}")
             return None
-        if reply is None or "pid" not in reply:
+        if reply is None or "ready" not in reply:
             if reply is None or "busy" in reply or "refused" in reply:
                 why = "closed" if reply is None else reply.get("refused", "busy")
                 log("launcher_unavailable", reason=str(why))
             return None  # "mismatch": another package or interpreter, silently
+        # Until "go" is sent the server has not forked; once it is, the command may run in
+        # its child and never runs here too (warmwire: the ready/go exchange).
+        try:
+            warmwire.send(self.sock, {"go": True})
+        except OSError as exc:  # never delivered: the server cannot have forked
+            log("launcher_unavailable", reason=f"no answer: {exc}")
+            return None
+        try:
+            reply, _ = warmwire.receive(self.sock, decoder)
+        except (OSError, warmwire.WireError):
+            reply = None
+        if reply is not None and "dropped" in reply:  # our "go" came too late: not forked
+            log("launcher_unavailable", reason="the launcher stopped waiting for this command")
+            return None
+        if reply is None or not isinstance(reply.get("pid"), int):
+            return _gone()
         self.child = True
         for signum in self.pending:
             self._handle(signum, None)
@@ -232,10 +250,15 @@ class _Relay:
             return int(done["exit"])
         if done is not None and isinstance(done.get("signal"), int):
             return -int(done["signal"])  # main() dies by it: a parent sees the signal
-        from remote_chain.errors import ConnectError  # noqa: PLC0415 - a small module
+        return _gone()
 
-        log("launcher_gone", reason="the launcher went away during the command; it may have run")
-        return ConnectError.exit_code
+
+def _gone() -> int:
+    """The launcher went away (or stalled) once the command may have started in it."""
+    from remote_chain.errors import ConnectError  # noqa: PLC0415 - a small module
+
+    log("launcher_gone", reason="the launcher went away during the command; it may have run")
+    return ConnectError.exit_code
 
 
 def _request(argv: list[str]) -> warmwire.Request:

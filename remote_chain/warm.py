@@ -45,6 +45,7 @@ from remote_chain.privsock import peer_uid, private_folder
 MAX_CHILDREN = 16
 WATCH_PERIOD = 1.0
 REQUEST_TIMEOUT_S = 2.0  # to read one request: a silent peer does not hold the server up
+GO_TIMEOUT_S = 1.0  # a client answers "ready" at once; one that does not is stopped or gone
 PR_SET_PDEATHSIG = 1
 RELAYABLE = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
 # What the commands import: the CLI's own modules import the rest lazily, inside commands.
@@ -269,6 +270,8 @@ class Server:
         if len(self.children) >= MAX_CHILDREN:
             warmwire.send(conn, {"busy": len(self.children)})
             return False
+        if not self._go(conn):
+            return False
         pid = self._fork(conn, request, fds)
         self.served += 1
         try:
@@ -282,6 +285,25 @@ class Server:
         self.decoders[pid] = warmwire.Decoder()
         self.selector.register(conn, selectors.EVENT_READ, pid)
         return True
+
+    def _go(self, conn: socket.socket) -> bool:
+        """Ask the client to confirm before forking (``warmwire``: never run twice)."""
+        warmwire.send(conn, {"ready": True})
+        go: dict[str, Any] | None = None
+        fds: list[int] = []
+        try:
+            go, fds = warmwire.receive(conn, warmwire.Decoder(), time.monotonic() + GO_TIMEOUT_S)
+        except (OSError, warmwire.WireError):
+            pass
+        finally:
+            for fd in fds:
+                os.close(fd)
+        if go is not None and go.get("go") is True:
+            return True
+        # Stopped (Ctrl-Z) or gone: it may still read this and then run the command itself.
+        with contextlib.suppress(OSError):
+            warmwire.send(conn, {"dropped": True})
+        return False
 
     def _fork(self, conn: socket.socket, request: warmwire.Request, fds: list[int]) -> int:
         parent = os.getpid()

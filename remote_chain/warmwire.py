@@ -6,11 +6,19 @@ argv and environment values that are not UTF-8 travel as Python's surrogate esca
 ``\\udcXX``, and come back as the same bytes). The request carries the client's stdin,
 stdout, stderr and working folder as file descriptors (``SCM_RIGHTS``) with its first byte.
 
-Client -> server: one request (``op``: ``run``, ``ping`` or ``stop``), then for ``run`` any
-number of ``{"signal": N}`` (SIGINT, SIGTERM, SIGHUP relayed to the child).
-Server -> client: ``{"pid": N}`` (forked), then ``{"exit": N}`` or ``{"signal": N}``; or one
-of ``{"mismatch": true}`` (another package, version or interpreter: run yourself, silently),
-``{"busy": N}`` / ``{"refused": why}`` (run yourself, one log line).
+Client -> server: one request (``op``: ``run``, ``ping`` or ``stop``), then for ``run``
+``{"go": true}`` once the server said ``ready``, then any number of ``{"signal": N}``
+(SIGINT, SIGTERM, SIGHUP relayed to the child).
+Server -> client for ``run``: ``{"ready": true}`` (it would fork), then, after ``go``,
+``{"pid": N}`` (forked) or ``{"dropped": true}`` (no ``go`` in time: not forked), then
+``{"exit": N}`` or ``{"signal": N}``; or instead of ``ready`` one of ``{"mismatch": true}``
+(another package, version or interpreter: run yourself, silently), ``{"busy": N}`` /
+``{"refused": why}`` (run yourself, one log line).
+
+Why ``ready``/``go``: a client that waits too long runs the command itself. With one reply
+(the pid) there was a moment where the server had forked and the client had given up: the
+command ran twice. Now the server forks only once the client said ``go``, and a client that
+said ``go`` never runs the command itself: whichever way a delay falls, it runs once.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import struct
 import time
 from typing import Any, NamedTuple
 
-PROTOCOL = 1
+PROTOCOL = 2  # 2: ready/go before the fork
 HEADER = struct.Struct(">I")
 MAX_MESSAGE = 16 << 20  # an environment is at most a few MiB (ARG_MAX)
 MAX_FDS = 4  # stdin, stdout, stderr, the working folder

@@ -12,8 +12,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -796,3 +797,121 @@ def test_a_busy_agent_still_counts_as_one_left(launcher: Launcher) -> None:
         time.sleep(3 * 1.0 + 0.5)  # three of the launcher's watches (warm.WATCH_PERIOD)
         assert launcher.process.poll() is None, "the launcher took a busy agent for gone"
         assert launcher.ping()["pid"] == launcher.process.pid
+
+
+# --- a command runs once: the ready/go exchange ------------------------------------------------
+def _client_against(
+    tmp_path: Path, serve: Callable[[socket.socket], None]
+) -> tuple[int | None, float]:
+    """The thin client's answer (None: it runs the command itself) from a scripted server,
+    and how long it took."""
+    path = str(tmp_path / "w.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(1)
+
+    def server() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            _, fds = warmwire.receive(conn, warmwire.Decoder())
+            for fd in fds:
+                os.close(fd)
+            serve(conn)
+
+    thread = threading.Thread(target=server)
+    thread.start()
+    folder = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    started = time.monotonic()
+    try:
+        code = launch._through(path, ["remote-chain", "clusters"], (0, 1, 2, folder))
+        took = time.monotonic() - started
+    finally:
+        os.close(folder)
+        thread.join(timeout=30)
+        listener.close()
+    return code, took
+
+
+def test_a_launcher_that_stalls_after_go_is_may_have_run_and_never_run_here_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Once the client said "go" the server may fork at any moment: a client that then ran
+    the command itself on a timeout (as before the exchange) would run it twice."""
+    monkeypatch.setattr(launch, "REPLY_TIMEOUT_S", 0.5)
+    told: list[dict[str, object] | None] = []
+
+    def serve(conn: socket.socket) -> None:
+        warmwire.send(conn, {"ready": True})
+        told.append(warmwire.receive(conn, warmwire.Decoder())[0])
+        time.sleep(1.5)  # forking, stalled: past the client's timeout
+
+    code, _ = _client_against(tmp_path, serve)
+    assert told == [{"go": True}]
+    assert code == 3  # ConnectError: it may have run
+    assert "launcher_gone" in capfd.readouterr().err
+
+
+def test_a_go_that_came_too_late_runs_the_command_here(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """ "dropped": the server stopped waiting for "go" and did not fork: run it here."""
+
+    def serve(conn: socket.socket) -> None:
+        warmwire.send(conn, {"ready": True})
+        warmwire.receive(conn, warmwire.Decoder())
+        warmwire.send(conn, {"dropped": True})
+
+    code, _ = _client_against(tmp_path, serve)
+    assert code is None
+    assert "stopped waiting" in capfd.readouterr().err
+
+
+def test_a_silent_launcher_is_never_told_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No "ready" in time: the client runs the command itself and says nothing more, so the
+    server, which forks only on "go", cannot run it too."""
+    monkeypatch.setattr(launch, "REPLY_TIMEOUT_S", 0.5)
+    after: list[bytes] = []
+
+    def serve(conn: socket.socket) -> None:
+        time.sleep(1.5)
+        conn.settimeout(10)
+        after.append(conn.recv(4096))
+
+    code, took = _client_against(tmp_path, serve)
+    assert code is None
+    assert 0.5 <= took < 1.5
+    assert after == [b""]  # closed, nothing sent after the request
+
+
+def test_the_launcher_forks_only_after_go(launcher: Launcher) -> None:
+    """A client that says "ready" but never "go" (stopped, or gone) is dropped unforked, and
+    the launcher goes on serving."""
+    raw = (
+        "import json, os, socket, time\n"
+        "from remote_chain import launch, warmwire\n"
+        "path = os.path.join(launch.socket_folder(os.environ), launch.socket_name())\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(path)\n"
+        "fds = (0, 1, 2, os.open('.', os.O_RDONLY | os.O_DIRECTORY))\n"
+        "warmwire.send(s, launch._request(['remote-chain', 'clusters']).to_json(), fds)\n"
+        "d = warmwire.Decoder()\n"
+        "first = warmwire.receive(s, d)[0]\n"
+        "time.sleep(2.0)\n"
+        "print(json.dumps([first, warmwire.receive(s, d)[0]]))\n"
+    )
+    before = launcher.served()
+    done = subprocess.run(
+        [sys.executable, "-c", raw],
+        env=launcher.env,
+        cwd=launcher.cwd,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().strip() == '[{"ready": true}, {"dropped": true}]'
+    assert launcher.served() == before
+    assert launcher.ping()["children"] == []
+    through, alone = _both(launcher, "clusters")
+    assert (through.returncode, through.stdout) == (alone.returncode, alone.stdout)
