@@ -99,16 +99,28 @@ def identity() -> str:
     """What a server must share with its clients: package (files' mtimes and sizes),
     version, interpreter, its flags and sys.path (past the script's own folder), and what a
     fork inherits from the server rather than the client: its groups (after `newgrp`, `sg`
-    or a group added since) and its mount namespace (a container sees other files)."""
+    or a group added since) and its mount namespace (a container sees other files), and
+    what a shell or Slurm sets for the processes it starts: resource limits (``ulimit``),
+    niceness, CPU affinity (``taskset``, a job step's binding) and the job step itself
+    (``SLURM_JOB_ID``, ``SLURM_STEP_ID``): a command run from a job's batch script must be
+    that job's process, not the server's."""
     import hashlib  # noqa: PLC0415 - only when a socket exists
+    import resource  # noqa: PLC0415 - 0.2 ms, a C module
 
     digest = hashlib.sha256()
     try:
         mounts = os.readlink("/proc/self/ns/mnt")
     except OSError:
         mounts = "?"
+    limits = [
+        (name, resource.getrlimit(getattr(resource, name)))
+        for name in sorted(dir(resource))
+        if name.startswith("RLIMIT_")
+    ]
+    job = [os.environ.get(name, "") for name in ("SLURM_JOB_ID", "SLURM_STEP_ID")]
     parts = [
         f"{os.getgid()} {os.getegid()} {sorted(os.getgroups())} {mounts}",
+        f"{limits} {os.getpriority(os.PRIO_PROCESS, 0)} {sorted(os.sched_getaffinity(0))} {job}",
         str(PACKAGE),
         remote_chain.__version__,
         os.path.realpath(sys.executable),

@@ -915,3 +915,41 @@ def test_the_launcher_forks_only_after_go(launcher: Launcher) -> None:
     assert launcher.ping()["children"] == []
     through, alone = _both(launcher, "clusters")
     assert (through.returncode, through.stdout) == (alone.returncode, alone.stdout)
+
+
+@pytest.mark.parametrize("what", ["rlimit", "nice", "affinity", "job"])
+def test_a_client_with_other_limits_or_in_a_job_step_does_not_use_the_launcher(
+    monkeypatch: pytest.MonkeyPatch, what: str
+) -> None:
+    """A forked child keeps the server's resource limits, niceness and CPU affinity, and runs
+    outside the client's Slurm job step: a client with its own (`ulimit -v`, `nice`,
+    `taskset`, a batch script's `srun`) runs itself."""
+    import resource  # noqa: PLC0415
+
+    before = launch.identity()
+    if what == "rlimit":
+        real = resource.getrlimit
+        monkeypatch.setattr(
+            resource, "getrlimit", lambda r: (1, 1) if r == resource.RLIMIT_AS else real(r)
+        )
+    elif what == "nice":
+        monkeypatch.setattr(os, "getpriority", lambda *_: 19)
+    elif what == "affinity":
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _: {4242})
+    else:
+        monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    assert launch.identity() != before
+
+
+def test_a_client_in_a_job_step_runs_the_command_itself(launcher: Launcher) -> None:
+    """End to end: a command from inside a job (its SLURM_JOB_ID) is not served."""
+    before = launcher.served()
+    env = {**launcher.env, "SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0"}
+    done = _cli(launcher, "clusters", env=env)
+    alone = _cli(launcher, "clusters", env={**env, "REMOTE_CHAIN_LAUNCHER": "off"})
+    assert launcher.served() == before
+    assert (done.returncode, done.stdout, done.stderr) == (
+        alone.returncode,
+        alone.stdout,
+        alone.stderr,
+    )
