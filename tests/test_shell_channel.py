@@ -110,6 +110,8 @@ def test_the_loop_answers_requests_in_order_locally() -> None:
         _FAKES,
         "x=1; cd /; set -e; trap 'echo trapped' EXIT; false",
         "echo x=${x:-unset} $PWD",  # each request in its own subshell
+        "printf 'a\\0b\\n'; printf 'c\\0d' >&2; exit 2",  # NUL bytes: kept, as an exec keeps them
+        "printf 'after a NUL: text again'",
     ]
     results = _local_loop(scripts)
     assert results[0] == CommandResult(3, "out\n", "err\n", "")
@@ -120,6 +122,8 @@ def test_the_loop_answers_requests_in_order_locally() -> None:
     assert results[3].stderr == f"\n{DONE_MARKER}{'0' * 32}\n"  # stderr: by its length
     assert (results[4].exit_status, results[4].stdout) == (1, "trapped\n")
     assert results[5].stdout.startswith("x=unset ")
+    assert results[6] == CommandResult(2, "a\0b\n", "c\0d", "")
+    assert results[7].stdout == "after a NUL: text again"
 
 
 def test_replies_are_kept_in_the_login_s_runtime_dir_else_tmpdir(tmp_path: Path) -> None:
@@ -178,6 +182,7 @@ _SCRIPTS = [
     "echo $0 ${-//[cs]}; command -v bash; echo $PATH | tr : '\\n' | tail -1",
     _FAKES,
     "head -c 200000 /dev/zero | tr '\\0' x; echo",  # more than one read chunk
+    "printf 'x\\0y\\n'; head -c 3 /dev/zero >&2",  # NUL bytes (a state file after a crash)
 ]
 
 

@@ -23,8 +23,7 @@ of a script can fake a done line (a line that looks like one but carries another
 payload), and stderr is cut by its length, never searched.
 
 The script travels as data on the channel's stdin, never in a command line (issue 14).
-Bash variables cannot hold NUL bytes: a NUL in a script's output is dropped, as ``$(...)``
-drops it (our scripts print text).
+Output is given byte for byte, NUL bytes included (see ``_LOOP``).
 """
 
 from __future__ import annotations
@@ -47,6 +46,10 @@ _NONCE = re.compile("[0-9a-f]{32}")
 # stdin when the agent closes the channel, or sshd's SIGHUP on a dropped connection (the
 # variable is global so that the EXIT trap still sees it after the function returned); a
 # loop killed by SIGKILL leaves it, empty-sized.
+# The reply is built in bash variables (no fork), which cannot hold a NUL: `read -d ''`
+# stops at the first one, and then succeeds, where it fails at the end of a file without
+# one. So a stdout or stderr holding a NUL (a state file an NFS crash filled with them) is
+# sent through `cat` instead, byte for byte and still in one write, as an exec would give it.
 _LOOP = """\
 __rc_read() {{
 local LC_ALL=C
@@ -58,8 +61,14 @@ IFS= read -r -N "$__rc_len" __rc_body || return 1
 }}
 __rc_reply() {{
 local LC_ALL=C __rc_o='' __rc_e=''
-IFS= read -r -d '' __rc_o <"$__rc_dir/o"
-IFS= read -r -d '' __rc_e <"$__rc_dir/e"
+if IFS= read -r -d '' __rc_o <"$__rc_dir/o" || IFS= read -r -d '' __rc_e <"$__rc_dir/e"; then
+__rc_e=$(wc -c <"$__rc_dir/e")
+{{ cat "$__rc_dir/o"
+printf '\\n%s%s %d %d\\n' '{done}' "$__rc_nonce" "$1" "$__rc_e"
+cat "$__rc_dir/e"; }} >"$__rc_dir/r"
+cat "$__rc_dir/r"
+return
+fi
 printf '%s\\n%s%s %d %d\\n%s' "$__rc_o" '{done}' "$__rc_nonce" "$1" "${{#__rc_e}}" "$__rc_e"
 }}
 __rc_shell() {{
