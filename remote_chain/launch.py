@@ -156,6 +156,10 @@ def launched(argv: list[str]) -> int | None:
         problem = socket_problem(path)
     except FileNotFoundError:
         return None  # the common case: no launcher
+    except PermissionError:
+        # A folder we may not enter holds no launcher of ours: after `su`, XDG_RUNTIME_DIR is
+        # still the other user's. Silent, or every command would say so.
+        return None
     except OSError as exc:
         problem = str(exc)
     if problem is not None:

@@ -515,7 +515,7 @@ _PROBE = (
     "import socket,struct,sys\n"
     "s=socket.socket(socket.AF_UNIX)\n"
     "try:\n s.connect(sys.argv[1])\nexcept OSError as e:\n print(type(e).__name__); sys.exit()\n"
-    'body=b\'{"op":"ping","v":1}\'\n'
+    f'body=b\'{{"op":"ping","v":{warmwire.PROTOCOL}}}\'\n'
     "try:\n"
     " s.sendall(struct.pack('>I',len(body))+body)\n"
     " print('answered' if s.recv(1000) else 'closed')\n"
@@ -529,6 +529,26 @@ def test_another_user_cannot_reach_the_launcher(launcher: Launcher) -> None:
     done = as_test_user([_PROBE, str(launcher.socket)])
     assert done.stdout.strip() == "PermissionError", done.stderr
     assert launcher.served() == 0
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="runs a client as another user with runuser")
+def test_after_su_another_users_runtime_dir_is_passed_over_silently(tmp_path: Path) -> None:
+    """`su` keeps the first user's XDG_RUNTIME_DIR (mode 700): no launcher of ours can be
+    in it, so the command runs itself without a log line on every command."""
+    tmp_path.chmod(0o755)
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    (runtime / "remote-chain").mkdir(mode=0o700)
+    done = as_test_user(
+        [
+            "import os, sys; sys.path.insert(0, sys.argv[1]); "
+            "os.environ['XDG_RUNTIME_DIR'] = sys.argv[2]; "
+            "from remote_chain import launch; print(launch.launched(['remote-chain', 'x']))",
+            str(REPO),
+            str(runtime),
+        ]
+    )
+    assert (done.stdout, done.stderr) == ("None\n", "")
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="runs a client as another user with runuser")
