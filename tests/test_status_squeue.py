@@ -1,9 +1,9 @@
-"""Past a few chains, the status exec lists all of the user's jobs once and keeps the run's
+"""Past 256 chains, the status exec lists all of the user's jobs once and keeps the run's
 with awk, instead of ``squeue --name`` (a client-side filter in squeue, O(jobs x names): issue
 13, P7). The lines kept must be those ``--name`` keeps. A stub ``squeue`` on PATH does what
 Slurm's does with ``--name`` (22.05 and 24.11, ``src/squeue``: the list split on commas, each
 compared with ``xstrcasecmp``; ``SQUEUE_NAMES`` when no ``--name`` is given) over a fixed
-listing; the same script runs with the old path forced, and the SQUEUE records must be equal."""
+listing; the same script runs with each path forced, and the SQUEUE records must be equal."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from remote_chain.script import CHAIN_FILE
 from remote_chain.snapshot import Target, parse_status_output, render_status_script
 
 RUN_ID = "rc-20261201T000000Z-abcdef"
-CHAINS = 40  # past the awk path's threshold (32 names)
-OLD_PATH = "(( ${#names[@]} > 32 ))"
+CHAINS = 40  # under the awk path's 256 names: each path is forced in turn
+THRESHOLD = "(( ${#names[@]} > 256 ))"
 
 _SQUEUE = r"""#!/bin/bash
 echo "squeue $*" >> "$RC_STUB_LOG"
@@ -100,9 +100,9 @@ def _both(tmp: Path, env: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, .
     run_dir = Path(env["RC_RUN_DIR"])
     # No sacct on PATH is fine: sacct's record is not compared here.
     script = render_status_script([Target(RUN_ID, str(run_dir))])
-    assert OLD_PATH in script
-    new = _squeue_record(script, env)
-    old = _squeue_record(script.replace(OLD_PATH, "(( 0 ))"), env)
+    assert THRESHOLD in script
+    new = _squeue_record(script.replace(THRESHOLD, "(( 1 ))"), env)
+    old = _squeue_record(script.replace(THRESHOLD, "(( 0 ))"), env)
     calls = (tmp / "calls.log").read_text().splitlines()
     assert [("--name=" in c) for c in calls] == [False, True]  # new: no name list; old: names
     return new, old

@@ -1,6 +1,6 @@
-"""Status past 32 chains lists the user's jobs once and keeps the run's with awk, where it asked
-``squeue --name`` before (issue 13, P7): on each Slurm release, the same status exec with the
-``--name`` path forced returns the same SQUEUE record, and every held chain reads pending
+"""Status past 256 chains lists the user's jobs once and keeps the run's with awk, where it asked
+``squeue --name`` before (issue 13, P7): on each Slurm release, the status exec of 40 held
+chains with each path forced returns the same SQUEUE record, and every chain reads pending
 with squeue's reason."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from .conftest import Client, Version, slurm_ok, wait_for, write_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
-CHAINS = 40  # past the awk path's threshold (32 names)
-OLD_PATH = "(( ${#names[@]} > 32 ))"
+CHAINS = 40  # under the awk path's 256 names: each path is forced in turn
+THRESHOLD = "(( ${#names[@]} > 256 ))"
 
 
 def _exec(dev: devcluster.DevCluster, cluster: str, script: str) -> str:
@@ -63,9 +63,9 @@ def test_held_chains_read_as_with_squeue_name(
         run_dir = str(next(iter(chains.values())).remote_dir.parent)
         targets = [Target(result.run_id, run_dir)]
         script = render_status_script(targets)
-        assert OLD_PATH in script
-        new = _exec(dev, version.cluster, script)
-        old = _exec(dev, version.cluster, script.replace(OLD_PATH, "(( 0 ))"))
+        assert THRESHOLD in script
+        new = _exec(dev, version.cluster, script.replace(THRESHOLD, "(( 1 ))"))
+        old = _exec(dev, version.cluster, script.replace(THRESHOLD, "(( 0 ))"))
         assert _squeue(new) == _squeue(old)
         assert _squeue(new)[1] == "0"
         snap = parse_status_output(new, targets)
