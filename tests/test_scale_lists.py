@@ -35,6 +35,10 @@ for a in "$@"; do (( ${#a} <= __MAX__ )) || { echo "argument of ${#a} bytes" >&2
 echo "squeue" >> "$RC_STUB_LOG"
 [[ -n ${RC_STUB_QUIET:-} ]] && exit 0
 for a in "$@"; do [[ $a == --name=* ]] && names=${a#--name=}; done
+if [[ -z ${names+set} ]]; then  # all of the user's jobs: the run's, and another run's
+  printf '%s|PENDING|JobHeldUser|/elsewhere/x|rc-other:chain00001\n' 199999
+  for d in "$RC_RUN_DIR"/chain*; do names+=${names:+,}__RUN_ID__:${d##*/}; done
+fi
 IFS=, read -r -a list <<< "$names"
 for n in "${list[@]}"; do
   printf '%s|PENDING|JobHeldUser|%s|%s\n' "$((200000 + 10#${n##*chain}))" "$RC_RUN_DIR/${n#*:}" "$n"
@@ -47,7 +51,7 @@ def _stubs(tmp: Path) -> dict[str, str]:
     bin_dir.mkdir()
     for name, text in {"sacct": _SACCT, "squeue": _SQUEUE}.items():
         path = bin_dir / name
-        path.write_text(text.replace("__MAX__", str(MAX_ARG_STRLEN)))
+        path.write_text(text.replace("__MAX__", str(MAX_ARG_STRLEN)).replace("__RUN_ID__", RUN_ID))
         path.chmod(0o755)
     return {
         **os.environ,
@@ -91,7 +95,8 @@ def test_chunks_stay_under_the_limit_and_keep_every_item() -> None:
 
 
 def test_status_of_10000_chains_asks_in_chunks(tmp_path: Path) -> None:
-    """Status of 10,000 chains: every job id and name reaches sacct and squeue, in chunks."""
+    """Status of 10,000 chains: every job id reaches sacct, in chunks; squeue lists the user's
+    jobs once (no name list at all) and only the run's chains are kept."""
     run_dir = _run_dir(tmp_path)
     env = {**_stubs(tmp_path), "RC_RUN_DIR": str(run_dir)}
     targets = [Target(RUN_ID, str(run_dir))]
@@ -103,7 +108,8 @@ def test_status_of_10000_chains_asks_in_chunks(tmp_path: Path) -> None:
     assert len(snap.squeue) == CHAINS
     calls = (tmp_path / "calls.log").read_text().split()
     assert calls.count("sacct") >= 2
-    assert calls.count("squeue") >= 2
+    assert calls.count("squeue") == 1
+    assert "199999" not in snap.squeue
 
 
 def test_cancel_of_4500_chains_asks_squeue_in_chunks(tmp_path: Path) -> None:

@@ -104,7 +104,27 @@ rc_sacct() {  # one SACCT record: the first non-zero exit status, every chunk's 
   rc_emit_answer SACCT "$rc" "$out"
 }
 rc_squeue() {  # one SQUEUE record, as rc_sacct
-  local chunk part r rc=0 out=""
+  local chunk part r rc=0 out="" all IFS=/
+  all=${names[*]}; IFS=$' \t\n'
+  # squeue's --name is no server-side filter: slurmctld sends all of the user's jobs (--me) and
+  # squeue compares each with every name asked, O(jobs x names): 0.10 s of CPU for 1,000 names
+  # over 5,000 held jobs (~20 ns a pair), where listing them all costs 0.02 s (~4 us a job, one
+  # awk included). Past 256 names (where the two meet, whatever the number of jobs), all of the
+  # user's jobs are listed once and awk keeps those squeue itself would have kept: the lines
+  # whose job name (the last field, after %Z) equals an asked name, ignoring case as squeue's
+  # xstrcasecmp does (22.05 and 24.11), and every line that is not a job line (an error, a
+  # warning). Only for names squeue would not split or awk misread (NAME_RE plus the ":");
+  # '/' joins them here because no folder name holds one (issue 13, P7).
+  if (( ${#names[@]} > 256 )) && [[ $all != *[!A-Za-z0-9._:/-]* ]] &&
+    command -v awk >/dev/null 2>&1; then
+    # SQUEUE_NAMES in the login environment would stand in for the --name not given.
+    out=$(unset SQUEUE_NAMES; command squeue --noheader --me --format='__SQUEUE_FORMAT__' 2>&1 |
+      LC_ALL=C command awk -F'|' 'NR == FNR { want[tolower($0)]; next }
+        NF < 5 || (tolower($NF) in want)' <(printf '%s\n' "${names[@]}") -
+      exit "${PIPESTATUS[0]}"); rc=$?
+    rc_emit_answer SQUEUE "$rc" "$out"
+    return
+  fi
   rc_chunks "${names[@]}"
   for chunk in "${rc_chunk_list[@]}"; do
     part=$(command squeue --noheader --me --format='__SQUEUE_FORMAT__' --name="$chunk" 2>&1); r=$?

@@ -1,0 +1,136 @@
+"""Past 256 chains, the status exec lists all of the user's jobs once and keeps the run's
+with awk, instead of ``squeue --name`` (a client-side filter in squeue, O(jobs x names): issue
+13, P7). The lines kept must be those ``--name`` keeps. A stub ``squeue`` on PATH does what
+Slurm's does with ``--name`` (22.05 and 24.11, ``src/squeue``: the list split on commas, each
+compared with ``xstrcasecmp``; ``SQUEUE_NAMES`` when no ``--name`` is given) over a fixed
+listing; the same script runs with each path forced, and the SQUEUE records must be equal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from remote_chain import wire
+from remote_chain.models import JobId
+from remote_chain.remote.markers import wrap
+from remote_chain.script import CHAIN_FILE
+from remote_chain.snapshot import Target, parse_status_output, render_status_script
+
+RUN_ID = "rc-20261201T000000Z-abcdef"
+CHAINS = 40  # under the awk path's 256 names: each path is forced in turn
+THRESHOLD = "(( ${#names[@]} > 256 ))"
+
+_SQUEUE = r"""#!/bin/bash
+echo "squeue $*" >> "$RC_STUB_LOG"
+if [[ -n ${RC_STUB_FAIL:-} ]]; then
+  echo "squeue: error: slurm_load_jobs error: Unable to contact slurm controller" >&2; exit 1
+fi
+echo "squeue: warning: a plugin's noise on stderr" >&2
+names=${SQUEUE_NAMES-}
+for a in "$@"; do [[ $a == --name=* ]] && names=${a#--name=}; done
+declare -A want=()
+IFS=, read -r -a list <<< "$names"
+for n in "${list[@]}"; do [[ -n $n ]] && want[${n,,}]=1; done
+while IFS= read -r line; do
+  name=${line##*|}
+  if [[ -z $names || -n ${want[${name,,}]:-} ]]; then printf '%s\n' "$line"; fi
+done < "$RC_STUB_LISTING"
+"""
+
+
+def _listing(run_dir: Path) -> str:
+    lines = [
+        f"{300000 + i}|PENDING|JobHeldUser|{run_dir}/chain{i:02d}|{RUN_ID}:chain{i:02d}"
+        for i in range(CHAINS)
+    ]
+    # A requeued twin in squeue's order, another run's job, a name that differs only in case
+    # (squeue matches it), a reason holding spaces, and a job whose name is a prefix of ours.
+    lines += [
+        f"300100|REQUEUED|BeginTime|{run_dir}/chain03|{RUN_ID}:chain03",
+        "300101|PENDING|JobHeldUser|/elsewhere/chain04|rc-other:chain04",
+        f"300102|PENDING|Priority|{run_dir}/chain05|{RUN_ID.upper()}:CHAIN05",
+        f"300103|RUNNING|None (a reason with spaces)|{run_dir}/chain06|{RUN_ID}:chain06",
+        f"300104|PENDING|JobHeldUser|{run_dir}/chain07|{RUN_ID}:chain0",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _env(tmp: Path, run_dir: Path, **extra: str) -> dict[str, str]:
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    stub = bin_dir / "squeue"
+    stub.write_text(_SQUEUE)
+    stub.chmod(0o755)
+    listing = tmp / "listing"
+    listing.write_text(_listing(run_dir))
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "RC_STUB_LOG": str(tmp / "calls.log"),
+        "RC_STUB_LISTING": str(listing),
+        "LC_ALL": "C.UTF-8",
+        **extra,
+    }
+
+
+def _run_dir(tmp: Path) -> Path:
+    run_dir = tmp / RUN_ID
+    for i in range(CHAINS):
+        bench = run_dir / f"chain{i:02d}"
+        bench.mkdir(parents=True)
+        (bench / "job.sh").write_text("#!/bin/bash\n")
+        (bench / CHAIN_FILE).write_text(f"{300000 + i}\n")
+    return run_dir
+
+
+def _squeue_record(script: str, env: dict[str, str]) -> tuple[str, ...]:
+    wrapped, nonce = wrap(script)
+    proc = subprocess.run(["bash", "-s"], input=wrapped.encode(), capture_output=True, env=env)
+    text = proc.stdout.decode()
+    begin = f"__REMOTE_CHAIN_BEGIN_{nonce}\n"
+    payload = text[text.index(begin) + len(begin) : text.index(f"\n__REMOTE_CHAIN_END_{nonce}")]
+    (record,) = [r for r in wire.decode(payload) if r[0] == "SQUEUE"]
+    return record
+
+
+def _both(tmp: Path, env: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    run_dir = Path(env["RC_RUN_DIR"])
+    # No sacct on PATH is fine: sacct's record is not compared here.
+    script = render_status_script([Target(RUN_ID, str(run_dir))])
+    assert THRESHOLD in script
+    new = _squeue_record(script.replace(THRESHOLD, "(( 1 ))"), env)
+    old = _squeue_record(script.replace(THRESHOLD, "(( 0 ))"), env)
+    calls = (tmp / "calls.log").read_text().splitlines()
+    assert [("--name=" in c) for c in calls] == [False, True]  # new: no name list; old: names
+    return new, old
+
+
+@pytest.mark.parametrize("squeue_names", [None, "somebody-else:x"])
+def test_awk_keeps_what_squeue_name_keeps(tmp_path: Path, squeue_names: str | None) -> None:
+    """Same text and status as ``--name``: case-insensitive names, twins, stderr noise; a
+    ``SQUEUE_NAMES`` in the login environment does not narrow the listing."""
+    run_dir = _run_dir(tmp_path)
+    extra = {"RC_RUN_DIR": str(run_dir)}
+    if squeue_names:
+        extra["SQUEUE_NAMES"] = squeue_names
+    new, old = _both(tmp_path, _env(tmp_path, run_dir, **extra))
+    assert new == old
+    assert new[1] == "0"
+    targets = [Target(RUN_ID, str(run_dir))]
+    snap = parse_status_output(wire.encode(*new) + "\nDONE\n", targets)
+    ours = {str(300000 + i) for i in range(CHAINS)} | {"300100", "300102", "300103"}
+    assert set(snap.squeue) == ours  # not another run's job, nor a prefix of a name of ours
+    assert snap.squeue[JobId("300103")].reason == "None (a reason with spaces)"
+
+
+def test_squeue_failure_reaches_the_client_as_before(tmp_path: Path) -> None:
+    """squeue's error and exit status come through unfiltered, as with ``--name``."""
+    run_dir = _run_dir(tmp_path)
+    env = _env(tmp_path, run_dir, RC_RUN_DIR=str(run_dir), RC_STUB_FAIL="1")
+    new, old = _both(tmp_path, env)
+    assert new == old
+    assert new[1] == "1"
+    assert "Unable to contact slurm controller" in new[2]
