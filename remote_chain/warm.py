@@ -87,6 +87,7 @@ def _prebuild_command() -> None:
     """
     import typer.main  # noqa: PLC0415 - preloaded
 
+    from remote_chain.cli import oneshot  # noqa: PLC0415
     from remote_chain.cli.app import app  # noqa: PLC0415
 
     built = typer.main.get_command(app)
@@ -96,6 +97,7 @@ def _prebuild_command() -> None:
         return built if instance is app else original(instance)
 
     typer.main.get_command = get_command  # type: ignore[assignment]  # same call, cached
+    oneshot.FULL_PREBUILT = True  # the whole app is free here: no per-command copy
 
 
 class Server:

@@ -8,6 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from remote_chain.cli import app
+from remote_chain.cli.oneshot import command_app, named_command
+
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("asyncssh", "rich", "yaml", "pydantic", "structlog")
 
@@ -74,3 +77,65 @@ def test_python_dash_m_runs_the_cli_package() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("remote-chain ")
+
+
+# Argv that names one command (built alone) and argv that does not (the whole app), each
+# run both ways: the one-command app must say exactly what the whole app says.
+ONE_COMMAND_ARGVS = [
+    ["status", "--help"],
+    ["-v", "--log-format", "json", "submit", "--help"],
+    ["--clusters-dir=/nonexistent-dir", "-vv", "cancel"],
+    ["status", "--limit", "0"],
+    ["status", "--no-such-option"],
+    ["status", "a", "b"],
+    ["--clusters-dir", "/nonexistent-dir", "status", "rc-x", "-c", "nope", "--json"],
+    ["render", "--help"],
+    ["--help"],
+    ["agent", "--help"],
+    ["forget", "--help"],
+    ["statu"],
+    [],
+]
+
+
+def test_one_command_app_says_what_the_whole_app_says(tmp_path: Path) -> None:
+    """``oneshot.command_app`` builds only the named command; stdout, stderr and the exit
+    code are byte for byte those of the whole app (FULL_PREBUILT, the launcher's path)."""
+    env_state = {"REMOTE_CHAIN_STATE_DIR": str(tmp_path), "REMOTE_CHAIN_LAUNCHER": "off"}
+    one = "from remote_chain.cli import main; main()"
+    whole = "import remote_chain.cli.oneshot as o; o.FULL_PREBUILT = True\n" + one
+    for argv in ONE_COMMAND_ARGVS:
+        got = [
+            subprocess.run(
+                [sys.executable, "-c", code, *argv],
+                capture_output=True,
+                timeout=60,
+                env={**os.environ, "PYTHONPATH": str(REPO), **env_state},
+                check=False,
+            )
+            for code in (one, whole)
+        ]
+        assert (got[0].returncode, got[0].stdout, got[0].stderr) == (
+            got[1].returncode,
+            got[1].stdout,
+            got[1].stderr,
+        ), argv
+        assert got[0].stdout or got[0].stderr, argv  # each says something
+
+
+def test_only_a_plainly_named_top_level_command_is_built_alone() -> None:
+    """Global options are skipped; help, version, groups, merged groups' commands and typos
+    take the whole app."""
+    assert named_command(["-vv", "--clusters-dir", "d", "--log-format=json", "status"]) == (
+        "status"
+    )
+    assert named_command(["--clusters-dir", "status", "submit"]) == "submit"
+    for argv in (["--help"], ["-h"], ["--version"], ["--", "status"], ["-x", "status"], []):
+        assert named_command(argv) is None, argv
+    alone = command_app(app, ["-v", "status", "rc-x"])
+    assert alone is not app
+    assert [c.callback.__name__ for c in alone.registered_commands if c.callback] == ["status"]
+    assert alone.registered_groups == []
+    assert len(app.registered_commands) > 1  # the app itself untouched
+    for argv in (["agent", "status"], ["forget"], ["statu"], ["--help"]):
+        assert command_app(app, argv) is app, argv

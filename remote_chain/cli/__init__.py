@@ -68,10 +68,12 @@ def run_cli() -> None:
 
     For callers that go on after it (tests inspecting the process): ``main`` never returns.
     """
+    from remote_chain.cli.oneshot import command_app  # noqa: PLC0415 - a small module
     from remote_chain.completion import prepare  # noqa: PLC0415 - a small module
 
     prepare()
-    app(prog_name=PROG)
+    # Only the command argv names is built (issue 13, P9); the same bytes either way.
+    command_app(app, sys.argv[1:])(prog_name=PROG)
 
 
 def _exit_now(done: SystemExit) -> NoReturn:
