@@ -23,7 +23,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,9 +99,18 @@ def free_port() -> int:
 
 
 def _config(
-    directory: Path, port: int, user: str, home: Path, *, max_sessions: int | None, accept_env: bool
+    directory: Path,
+    port: int,
+    user: str,
+    home: Path,
+    *,
+    max_sessions: int | None,
+    accept_env: bool,
+    extra: Sequence[str] = (),
 ) -> str:
     lines = [
+        # sshd keeps a keyword's first value: the caller's lines override the defaults below.
+        *extra,
         f"ListenAddress {HOST}",
         f"Port {port}",
         f"HostKey {directory / 'host_key'}",
@@ -158,12 +167,14 @@ def running_sshd(
     max_sessions: int | None = None,
     noisy_login: bool = False,
     accept_env: bool = False,
+    extra_config: Sequence[str] = (),
 ) -> Iterator[Sshd]:
     """Start ``sshd -D -e`` on a free loopback port; stop it (by its own PID) on exit.
 
     ``max_sessions`` sets ``MaxSessions`` (OpenSSH's default, 10, when ``None``);
     ``accept_env`` adds Debian's ``AcceptEnv LANG LC_*`` (none accepted when ``False``, so
-    scripts arrive on stdin only).
+    scripts arrive on stdin only); ``extra_config`` lines come first, so they override ours
+    (``LogLevel DEBUG1``, ``MaxAuthTries 2``, ``Banner F``, ...).
     """
     if not Path(SSHD).is_file():
         raise RuntimeError(f"{SSHD} is missing: install openssh-server")
@@ -184,7 +195,15 @@ def running_sshd(
     for _ in range(BIND_TRIES):
         port = free_port()
         config.write_text(
-            _config(directory, port, user, home, max_sessions=max_sessions, accept_env=accept_env)
+            _config(
+                directory,
+                port,
+                user,
+                home,
+                max_sessions=max_sessions,
+                accept_env=accept_env,
+                extra=extra_config,
+            )
         )
         with log.open("wb") as log_file:
             process = subprocess.Popen(

@@ -35,6 +35,7 @@ from remote_chain.errors import (
 from remote_chain.remote import (
     ClosingContext,
     CommandResult,
+    fastauth,
     output_too_large,
     result_from_output,
 )
@@ -217,6 +218,8 @@ async def _connect_hop(
             # hang a CI job; MFA sites use the openssh transport instead.
             password_auth=False,
             kbdint_auth=False,
+            # The first key's signature in the first request: 1 auth flight, not 3 (fastauth).
+            client_factory=fastauth.client_factory(prefer_first_key=identity is not None),
         )
 
 

@@ -54,6 +54,7 @@ SSH, STATUS, SUBMIT, CAREFUL = "bare ssh true", "status --json", "submit --json"
 AGENT = "status --json, agent running (persist)"
 FLOOR = "floor: python + asyncssh, `true`"  # benchlib/floor.py
 CARD = "floor + the card's packages, `true`"  # pydantic-settings, structlog, tenacity, anyio
+FAST = "floor + the card's packages + fast auth, `true`"  # remote/fastauth.py: 1 auth flight
 P8_LOCAL_S = 0.15  # P8: status through the agent <= 2 RTT + 0.15 s
 
 
@@ -205,6 +206,9 @@ def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
                 SSH: retried(ctx, "P9 ssh", _timed, ssh, env, ctx.tmp),
                 FLOOR: retried(ctx, "P9 floor", _timed, floor.argv(t), env, ctx.tmp),
                 CARD: retried(ctx, "P9 card", _timed, floor.argv(t, card=True), env, ctx.tmp),
+                FAST: retried(
+                    ctx, "P9 fast", _timed, floor.argv(t, card=True, fast=True), env, ctx.tmp
+                ),
                 STATUS: retried(ctx, "P9 status", _timed, [*cli, *status], env, ctx.tmp),
                 AGENT: retried(ctx, "P8 status", _timed, [*cli, *status], agent_env, ctx.tmp),
             }
@@ -342,7 +346,7 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
 def _floor(ctx: Ctx, samples: _Samples) -> None:
     """P9's floor (benchlib/floor.py) against the bare ssh, and what status adds on top of it."""
     d0, d50 = DELAYS_MS
-    for method in (FLOOR, CARD):
+    for method, key in ((FLOOR, "floor"), (CARD, "card"), (FAST, "fast")):
         r = _ratios(samples, method, SSH, d50)
         local = Summary.of(
             [x - y for x, y in zip(samples.cpu[method, d0], samples.cpu[SSH, d0], strict=True)]
@@ -358,7 +362,7 @@ def _floor(ctx: Ctx, samples: _Samples) -> None:
         }
         ctx.rows.append(
             Row(
-                f"p9.{'floor' if method == FLOOR else 'card'}",
+                f"p9.{key}",
                 f"P9 {method}: a new python process, vs bare ssh at 50 ms",
                 f"{r.median:.2f}x [{r.min:.2f}-{r.max:.2f}]",
                 baseline=f"its client CPU beyond ssh's at 0 ms {seconds(local)}; at 50 ms, "

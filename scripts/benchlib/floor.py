@@ -9,27 +9,32 @@ limit is explained by the measurement that shows it).
 
 With ``--card`` it first imports the design card's other packages (pydantic-settings,
 structlog, tenacity, anyio: what every remote-chain command loads), so the two rows together
-say what the fixed stack costs before any of remote-chain's own code runs.
+say what the fixed stack costs before any of remote-chain's own code runs. With ``--fast`` it
+authenticates as remote-chain does (``remote/fastauth.py``: the first key's signature in the
+first request), so stock asyncssh's rows stay the fixed stack's price and this one says what
+remote-chain's own connection pays.
 
-Run as ``python floor.py [--card] HOST PORT USER IDENTITY KNOWN_HOSTS``.
+Run as ``python floor.py [--card] [--fast] HOST PORT USER IDENTITY KNOWN_HOSTS``.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # run as a script too: it imports nothing of the bench's
     from benchlib.baselines import SshTarget
 
 
-def argv(target: SshTarget, *, card: bool = False) -> list[str]:
-    """The floor client's command line for one target; ``card``: with the card's packages."""
+def argv(target: SshTarget, *, card: bool = False, fast: bool = False) -> list[str]:
+    """The floor client's command line for one target; ``card``: with the card's packages;
+    ``fast``: remote-chain's authentication."""
     return [
         sys.executable,
         str(Path(__file__).resolve()),
         *(["--card"] if card else []),
+        *(["--fast"] if fast else []),
         target.host,
         str(target.port),
         target.user,
@@ -56,6 +61,13 @@ def _main() -> None:
         del sys.modules["rich"]
     import asyncssh  # noqa: PLC0415
 
+    factory: Any = None  # asyncssh's own SSHClient
+    if args[:1] == ["--fast"]:
+        args = args[1:]
+        from remote_chain.remote import fastauth  # noqa: PLC0415
+
+        factory = fastauth.client_factory(prefer_first_key=True)
+
     host, port, user, key, known = args[:5]
 
     async def run() -> int:
@@ -68,6 +80,7 @@ def _main() -> None:
             config=[],
             password_auth=False,  # as remote-chain's own connect (remote/ssh.py)
             kbdint_auth=False,
+            client_factory=factory,
         ) as conn:
             result = await conn.run("true", check=False)
             return int(result.exit_status or 0)

@@ -1,0 +1,160 @@
+"""One authentication flight instead of three on the asyncssh transport (issue 13: P1, P9).
+
+Stock asyncssh authenticates in three flights after the service request: ``none`` (to learn
+the server's methods), a public-key query (has-signature FALSE) answered by PK_OK, then the
+signed request. RFC 4252 allows both shortcuts taken here, 2 round trips off every connection:
+
+- s5: the client may start with any method. We start with ``publickey``; a USERAUTH_FAILURE
+  lists the server's methods and asyncssh's own failure handling goes on from there exactly as
+  after ``none`` (a banner is handled by asyncssh whatever request it precedes).
+- s7: the first key's signature may be sent "directly without first verifying whether the key
+  is acceptable". Only the first key: later keys keep the query-first flow, so a person with 8
+  agent keys does not sign 8 times (sshd's MaxAuthTries counts a rejected query and a rejected
+  signature alike, so the order of tries and their count stay as stock).
+
+Only connections owned by ``FastAuthClient`` (passed as ``client_factory`` by remote/ssh.py)
+take it; any other asyncssh connection in the process stays stock. The seam is one entry of
+asyncssh's client-auth registry, the one for ``none``, the method every connection starts
+with: our handler sends the first key's signed ``publickey`` request, then hands every later
+step back to asyncssh's own classes through its method list.
+
+Written against asyncssh 2.24.1. It uses private names (``auth._client_auth_handlers``, the
+connection's ``_auth_methods``, ``_client_keys``, ``_saved_rsa_key``, ``_preferred_auth``,
+``_choose_signature_alg``): when they are not there, stock asyncssh runs, with a debug line.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+import asyncssh
+import structlog
+from asyncssh import auth as _auth
+from asyncssh.packet import Boolean, String
+
+if TYPE_CHECKING:
+    from asyncssh.connection import SSHClientConnection
+
+_log = structlog.get_logger()
+
+_PUBLICKEY = b"publickey"
+_NONE = b"none"
+_CONN_SHAPE = (
+    "_auth_methods",
+    "_client_keys",
+    "_saved_rsa_key",
+    "_preferred_auth",
+    "_choose_signature_alg",
+    "public_key_auth_requested",
+    "send_userauth_request",
+    "try_next_auth",
+)
+
+
+class FastAuthClient(asyncssh.SSHClient):
+    """The owner of a connection that takes the short path; one per connection."""
+
+    def __init__(self, prefer_first_key: bool) -> None:
+        # The profile's identity file, when it names one, is asyncssh's first configured key:
+        # it is the one signed directly, ahead of the agent's keys (asyncssh puts those first).
+        self.prefer_first_key = prefer_first_key
+        self.started = False
+
+
+def client_factory(*, prefer_first_key: bool) -> Callable[[], asyncssh.SSHClient]:
+    """``asyncssh.connect(client_factory=...)`` for one connection (one hop)."""
+    return functools.partial(FastAuthClient, prefer_first_key)
+
+
+def _costs_the_user(key: Any) -> bool:
+    """A security-key signature needs a touch (FIDO ``sk-*``, also as certificates): signing
+    one the server may reject would ask for a touch for nothing, so it keeps query-first."""
+    return bytes(key.algorithm).startswith(b"sk-")
+
+
+class _SignedFirst(_auth.ClientAuth):
+    """``publickey`` with the first key's signature, no query; every other step is stock."""
+
+    async def _start(self) -> None:
+        conn = self._conn
+        wanted = conn._client_keys[0] if self._prefer_first() and conn._client_keys else None
+        key = await conn.public_key_auth_requested()
+        if key is None:  # no key at all: `none` next, as stock asyncssh starts
+            conn.try_next_auth(next_method=True)
+            return
+        if wanted is not None and key is not wanted and key.public_data != wanted.public_data:
+            key = self._promote(key, wanted)
+        if _costs_the_user(key):
+            # Put back for asyncssh's own public-key class, which asks before signing.
+            conn._client_keys.insert(0, key)
+            conn.try_next_auth()
+            return
+        self.logger.debug1("Signing first request with %s key, no query", key.algorithm)
+        try:
+            await self.send_request(
+                Boolean(True),
+                String(key.algorithm),
+                String(key.public_data),
+                key=key,
+                trivial=False,
+            )
+        except ValueError as exc:  # e.g. the agent refused to sign: the next key, as stock
+            self.logger.debug1("Public key auth failed: %s", str(exc))
+            conn.try_next_auth()
+
+    def _prefer_first(self) -> bool:
+        owner = self._conn.get_owner()
+        return isinstance(owner, FastAuthClient) and owner.prefer_first_key
+
+    def _promote(self, first: Any, wanted: Any) -> Any:
+        """``wanted`` (the identity file's key) tried before ``first`` (an agent key)."""
+        conn = self._conn
+        if (
+            conn._saved_rsa_key is not None  # an RSA certificate's second try pending: as is
+            or wanted not in conn._client_keys
+            or not conn._choose_signature_alg(wanted)
+        ):
+            return first
+        conn._client_keys.remove(wanted)
+        conn._client_keys.insert(0, first)
+        return wanted
+
+
+def _first_request(conn: SSHClientConnection, method: bytes) -> _auth.ClientAuth:
+    """The registry's handler for ``none``: our first request for our connections."""
+    owner = conn.get_owner()
+    if isinstance(owner, FastAuthClient) and not owner.started:
+        owner.started = True
+        missing = [name for name in _CONN_SHAPE if not hasattr(conn, name)]
+        if missing:
+            _log.debug("ssh_fast_auth_off", reason="asyncssh internals differ", missing=missing)
+        elif _PUBLICKEY in (conn._preferred_auth or ()) and conn._auth_methods[:1] == [_NONE]:
+            # `none` stays behind, for a connection without any key (stock's first request).
+            conn._auth_methods[:1] = [_PUBLICKEY, _NONE]
+            return _SignedFirst(conn, _PUBLICKEY)
+    return _STOCK_NONE(conn, method)
+
+
+def _stock_none() -> type[_auth.ClientAuth] | None:
+    handlers = getattr(_auth, "_client_auth_handlers", None)
+    stock = handlers.get(_NONE) if isinstance(handlers, dict) else None
+    if (
+        not asyncssh.__version__.startswith("2.")
+        or not isinstance(stock, type)
+        or not issubclass(stock, _auth.ClientAuth)
+    ):
+        return None
+    return stock
+
+
+_found = _stock_none()
+if _found is None:
+    _log.debug(
+        "ssh_fast_auth_off", reason="asyncssh internals differ", version=asyncssh.__version__
+    )
+    _STOCK_NONE: type[_auth.ClientAuth] = _auth.ClientAuth
+else:
+    _STOCK_NONE = _found
+    _auth._client_auth_handlers[_NONE] = cast(Any, _first_request)

@@ -1,0 +1,196 @@
+"""One authentication flight (remote/fastauth.py) against a real OpenSSH sshd on loopback.
+
+sshd at ``LogLevel DEBUG1`` logs one ``userauth-request`` line per USERAUTH_REQUEST it reads:
+each is a client flight that waits for the server, so the counts below are round trips. Stock
+asyncssh, connecting in the same test, is the "before" (``none``, a query, the signature).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncssh
+import pytest
+from sshd import HOST, Sshd, keygen, running_sshd
+
+from remote_chain.errors import AuthenticationError
+from remote_chain.remote.ssh import SshRemote
+
+BANNER = "Authorized use only (loopback test banner)"
+AGENT_START_TIMEOUT = 10.0
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """asyncssh runs on asyncio only."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """Logs every USERAUTH_REQUEST; at most 2 failed tries; a pre-auth banner."""
+    directory = tmp_path_factory.mktemp("fastauth")
+    banner = directory / "banner.txt"
+    banner.write_text(BANNER + "\n")
+    extra = ["LogLevel DEBUG1", "MaxAuthTries 2", f"Banner {banner}"]
+    with running_sshd(directory, extra_config=extra) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def password_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
+    """Refuses public keys: passwords only."""
+    extra = ["PubkeyAuthentication no", "PasswordAuthentication yes"]
+    with running_sshd(tmp_path_factory.mktemp("password"), extra_config=extra) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def wrong_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A key no server here accepts."""
+    return keygen(tmp_path_factory.mktemp("wrong") / "wrong_key")
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fake home without keys or config and no agent: only the test's keys are tried."""
+    (tmp_path / "home").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def agent(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An ssh-agent of the test's own (killed by its PID); ``SSH_AUTH_SOCK`` points at it."""
+    socket_path = tmp_path / "agent.sock"
+    process = subprocess.Popen(
+        ["ssh-agent", "-D", "-a", str(socket_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(int(AGENT_START_TIMEOUT / 0.02)):
+            if socket_path.exists():
+                break
+            subprocess.run(["sleep", "0.02"], check=True)
+        else:
+            raise RuntimeError("ssh-agent did not create its socket")
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        yield socket_path
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        process.wait(5)
+
+
+def _add(agent: Path, *keys: Path) -> None:
+    env = {**os.environ, "SSH_AUTH_SOCK": str(agent)}
+    for key in keys:
+        subprocess.run(["ssh-add", "-q", str(key)], check=True, env=env, capture_output=True)
+
+
+def _requests(server: Sshd) -> int:
+    return server.log.read_text().count("userauth-request for user")
+
+
+async def _ours(server: Sshd, **changes: object) -> int:
+    """USERAUTH_REQUESTs remote-chain's connection sent (it must log in)."""
+    before = _requests(server)
+    remote = await SshRemote.open(server.endpoint(**changes))
+    try:
+        result = await remote.run("echo ok")
+        assert result.stdout.strip() == "ok"
+    finally:
+        await remote.aclose()
+    return _requests(server) - before
+
+
+async def _stock(server: Sshd, client_keys: list[str] | tuple[()]) -> int:
+    """USERAUTH_REQUESTs stock asyncssh sends for the same login (the "before")."""
+    before = _requests(server)
+    async with asyncssh.connect(
+        HOST,
+        port=server.port,
+        username=server.user,
+        client_keys=client_keys,
+        known_hosts=str(server.known_hosts),
+        config=[],
+    ) as conn:
+        assert (await conn.run("true")).exit_status == 0
+    return _requests(server) - before
+
+
+@pytest.mark.anyio
+async def test_first_key_accepted_in_one_request(sshd: Sshd, home: Path) -> None:
+    key = str(sshd.client_key)
+    assert await _stock(sshd, [key]) == 3  # none, the query, the signature
+    assert await _ours(sshd) == 1
+
+
+@pytest.mark.anyio
+async def test_banner_still_received(
+    sshd: Sshd, home: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The banner arrives before the answer to our first request, which is no longer `none`.
+    caplog.set_level(logging.DEBUG, logger="asyncssh")
+    assert await _ours(sshd) == 1
+    assert "Received authentication banner" in caplog.text
+
+
+@pytest.mark.anyio
+async def test_first_key_rejected_then_second_accepted(
+    sshd: Sshd, agent: Path, wrong_key: Path
+) -> None:
+    """Agent keys [wrong, right]: the wrong one signed, the right one asked first, then signed.
+
+    sshd's MaxAuthTries is 2 here: one failed try is within it, as with stock asyncssh.
+    """
+    _add(agent, wrong_key, sshd.client_key)
+    assert await _stock(sshd, ()) == 4  # none, wrong query, right query, right signature
+    assert await _ours(sshd, identity_file=None) == 3
+
+
+@pytest.mark.anyio
+async def test_profile_identity_signed_before_the_agents_keys(
+    sshd: Sshd, agent: Path, wrong_key: Path
+) -> None:
+    """asyncssh puts agent keys first; the profile's identity file is the one signed directly."""
+    _add(agent, wrong_key)
+    assert await _stock(sshd, [str(sshd.client_key)]) == 4  # none, agent's key, then ours
+    assert await _ours(sshd) == 1
+
+
+@pytest.mark.anyio
+async def test_agent_key_alone_in_one_request(sshd: Sshd, agent: Path) -> None:
+    _add(agent, sshd.client_key)
+    assert await _ours(sshd, identity_file=None) == 1
+
+
+@pytest.mark.anyio
+async def test_only_wrong_keys_same_auth_error(sshd: Sshd, home: Path, wrong_key: Path) -> None:
+    with pytest.raises(asyncssh.PermissionDenied) as stock:
+        await _stock(sshd, [str(wrong_key)])
+    before = _requests(sshd)
+    with pytest.raises(AuthenticationError) as caught:
+        await SshRemote.open(sshd.endpoint(identity_file=wrong_key))
+    assert stock.value.reason == f"Permission denied for user {sshd.user} on host {HOST}"
+    assert str(caught.value) == (
+        f"loopback: {HOST}:{sshd.port} refused our keys ({stock.value.reason}); tried {wrong_key}"
+    )
+    assert caught.value.host == "loopback"
+    assert _requests(sshd) - before == 1  # the one signed request, refused
+
+
+@pytest.mark.anyio
+async def test_password_only_server_clean_auth_error(password_sshd: Sshd, home: Path) -> None:
+    """A server that refuses public keys: the same auth error, never a password prompt."""
+    with pytest.raises(AuthenticationError) as caught:
+        await SshRemote.open(password_sshd.endpoint())
+    assert f"{HOST}:{password_sshd.port} refused our keys (Permission denied" in str(caught.value)
+    assert caught.value.host == "loopback"
+    assert password_sshd.accepted_logins() == 0
