@@ -14,6 +14,7 @@ adds to what any SSH client must do. Wall-time differences are reported next to 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -34,6 +35,10 @@ from benchlib.submit import _plan
 
 PROFILE = "p9"
 CLUSTER = "local"
+# The same cold status on the other release: its sacct answers in ~5 ms where 22.05's takes
+# ~90 ms (two Nagle/delayed-ACK stalls in its slurmdbd RPC, seen with strace), which is
+# Slurm's part of a status, not the client's.
+CLUSTER24 = "local24"
 BENCHMARKS = ("b0", "b1", "b2", "b3")
 
 
@@ -52,6 +57,7 @@ LOCAL_TARGET_S = 0.25  # local time at 0 ms beyond that ssh
 CAREFUL_TARGET = 5.0  # cold submit vs the careful by-hand baseline at 50 ms
 SSH, STATUS, SUBMIT, CAREFUL = "bare ssh true", "status --json", "submit --json", "careful OpenSSH"
 AGENT = "status --json, agent running (persist)"
+SSH24, STATUS24 = "bare ssh true, Slurm 24.11's login node", "status --json, Slurm 24.11"
 FLOOR = "floor: python + asyncssh, `true`"  # benchlib/floor.py
 CARD = "floor + the card's packages, `true`"  # pydantic-settings, structlog, tenacity, anyio
 FAST = "floor + the card's packages + fast auth, `true`"  # remote/fastauth.py: 1 auth flight
@@ -105,6 +111,12 @@ def p9_cold(ctx: Ctx) -> None:
         )
         for d in DELAYS_MS
     }
+    port24 = rig.dev.ssh_port[CLUSTER24]
+    proxies24 = {d: rig.start_proxy(port24, d) for d in DELAYS_MS}
+    folders24 = {d: ctx.tmp / f"p9-24-{int(d)}" for d in DELAYS_MS}
+    for d in DELAYS_MS:
+        rig.write_profile(folders24[d], PROFILE, proxies24[d].port)
+    targets24 = {d: dataclasses.replace(targets[d], port=proxies24[d].port) for d in DELAYS_MS}
     upload = runner_file(ctx.tmp)
     config = write_config(ctx.tmp / "p9.yaml", BENCHMARKS, upload=upload, extra_args=["--hold"])
     one = write_config(ctx.tmp / "p9-one.yaml", ["c0"], extra_args=["--hold"])
@@ -126,6 +138,18 @@ def p9_cold(ctx: Ctx) -> None:
     run_id = str(created["run_id"])
     rig.run_ids.add(run_id)
     rig.track(CLUSTER, [str(s["job_id"]) for s in created["submissions"] if s["job_id"]])
+    _, _, out = retried(
+        ctx,
+        "P9 create (24.11)",
+        _timed,
+        [*CLI, "--clusters-dir", str(folders24[0.0]), "submit", str(one), "-c", PROFILE, "--json"],
+        env,
+        ctx.tmp,
+    )
+    created24 = json.loads(out)
+    run_id24 = str(created24["run_id"])
+    rig.run_ids.add(run_id24)
+    rig.track(CLUSTER24, [str(s["job_id"]) for s in created24["submissions"] if s["job_id"]])
 
     # P8: the same status with the persistent connection: an agent per delay, started by
     # the first command of the warm-up round, stopped at the end.
@@ -136,7 +160,9 @@ def p9_cold(ctx: Ctx) -> None:
         "REMOTE_CHAIN_STATE_DIR": str(ctx.tmp / "state-agent"),
     }
     samples = _Samples()
-    setup = _Setup(folders, targets, profiles, env, agent_env, config, run_id)
+    setup = _Setup(
+        folders, targets, profiles, env, agent_env, config, run_id, folders24, targets24, run_id24
+    )
     try:
         _rounds(ctx, samples, setup)
         # Inside one process (`wait`, `--watch`): polls over the agents the rounds started.
@@ -169,6 +195,7 @@ def p9_cold(ctx: Ctx) -> None:
                 check=False,
             )
     _report(ctx, samples)
+    _sacct_times(ctx, {CLUSTER: targets[0.0], CLUSTER24: targets24[0.0]})
     _no_launcher(ctx, state)
     _imports(ctx, [*CLI, "--clusters-dir", str(folders[0.0]), "status", run_id, "--json"], env)
 
@@ -182,6 +209,9 @@ class _Setup:
     agent_env: dict[str, str]
     config: Path
     run_id: str
+    folders24: dict[float, Path]
+    targets24: dict[float, SshTarget]
+    run_id24: str
 
 
 def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
@@ -190,6 +220,7 @@ def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
     env, agent_env, config, run_id = setup.env, setup.agent_env, setup.config, setup.run_id
     # -c: the agent's rows use another state folder, which has no index entry for the run.
     status = ["status", run_id, "-c", PROFILE, "--json"]
+    status24 = ["status", setup.run_id24, "-c", PROFILE, "--json"]
     for rnd in range(ctx.runs + 1):
         ctx.progress(
             f"P9 cold commands: round {rnd}/{ctx.runs}" + (" (warm-up)" if rnd == 0 else "")
@@ -197,13 +228,15 @@ def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
         for d in DELAYS_MS:
             cli = [*CLI, "--clusters-dir", str(folders[d])]
             t = targets[d]
-            ssh = [
-                "ssh", "-F", "/dev/null", "-o", "ControlMaster=no", "-o", "BatchMode=yes",
-                "-i", str(t.identity_file), "-o", f"UserKnownHostsFile={t.known_hosts}",
-                "-p", str(t.port), f"{t.user}@{t.host}", "true",
-            ]  # fmt: skip
+            cli24 = [*CLI, "--clusters-dir", str(setup.folders24[d])]
             got = {
-                SSH: retried(ctx, "P9 ssh", _timed, ssh, env, ctx.tmp),
+                SSH: retried(ctx, "P9 ssh", _timed, _bare_ssh(t), env, ctx.tmp),
+                SSH24: retried(
+                    ctx, "P9 ssh 24.11", _timed, _bare_ssh(setup.targets24[d]), env, ctx.tmp
+                ),
+                STATUS24: retried(
+                    ctx, "P9 status 24.11", _timed, [*cli24, *status24], env, ctx.tmp
+                ),
                 FLOOR: retried(ctx, "P9 floor", _timed, floor.argv(t), env, ctx.tmp),
                 CARD: retried(ctx, "P9 card", _timed, floor.argv(t, card=True), env, ctx.tmp),
                 FAST: retried(
@@ -236,6 +269,41 @@ def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
             if rnd:
                 for method, (w, c, _) in got.items():
                     samples.keep(method, d, w, c)
+
+
+def _bare_ssh(t: SshTarget) -> list[str]:
+    return [
+        "ssh", "-F", "/dev/null", "-o", "ControlMaster=no", "-o", "BatchMode=yes",
+        "-i", str(t.identity_file), "-o", f"UserKnownHostsFile={t.known_hosts}",
+        "-p", str(t.port), f"{t.user}@{t.host}", "true",
+    ]  # fmt: skip
+
+
+def _sacct_times(ctx: Ctx, targets: dict[str, SshTarget]) -> None:
+    """Each release's sacct for one job id, timed on its login node (the status exec's part
+    that is Slurm's): 5 in a row over one ssh, median."""
+    timed = (
+        "for i in 1 2 3 4 5; do s=$(date +%s%N); "
+        "sacct -X -n --parsable2 -j 1 --starttime now-30days --endtime now >/dev/null 2>&1; "
+        'e=$(date +%s%N); echo "__T $(( (e - s) / 1000 ))"; done'
+    )
+    for cluster, t in targets.items():
+        done = subprocess.run(
+            [*_bare_ssh(t)[:-1], timed], capture_output=True, text=True, timeout=120, check=False
+        )
+        us = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("__T ")]
+        if len(us) != 5:
+            ctx.note(f"P9 sacct timing on {cluster}: no figures ({done.stderr[-200:]!r})")
+            continue
+        ms = Summary.of([u / 1000 for u in us])
+        ctx.rows.append(
+            Row(
+                f"p9.sacct.{cluster}",
+                f"P9 the login node's `sacct -X -j <id>` on {cluster} (Slurm's part of a status)",
+                f"{ms.median:.1f} ms [{ms.min:.1f}-{ms.max:.1f}]",
+                data=ms.to_json(),
+            )
+        )
 
 
 def _ratios(samples: _Samples, method: str, base: str, d: float) -> Summary:
@@ -294,6 +362,17 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
                 f"{extra_wall.median:.3f} s (includes the login node's own work)",
             )
         )
+    r = _ratios(samples, STATUS24, SSH24, d50)
+    ctx.verdicts.append(
+        Verdict(
+            f"P9 cold `{STATUS}` on Slurm 24.11 at 50 ms <= {RATIO_TARGET}x a bare ssh to the "
+            "same login node",
+            r.median <= RATIO_TARGET,
+            f"{r.median:.2f}x (paired median of {r.n}; "
+            f"{statistics.median(samples.wall[STATUS24, d50]):.3f} s vs "
+            f"{statistics.median(samples.wall[SSH24, d50]):.3f} s; 22.05's sacct: see p9.sacct)",
+        )
+    )
     _floor(ctx, samples)
     r = _ratios(samples, AGENT, SSH, d50)
     ctx.verdicts.append(
