@@ -125,31 +125,9 @@ def p9_cold(ctx: Ctx) -> None:
     env.pop("REMOTE_CHAIN_CLUSTERS_DIR", None)  # only the bench's --clusters-dir
     env.pop("REMOTE_CHAIN_PERSIST", None)  # the direct path, unless a row says otherwise
     env.pop("XDG_RUNTIME_DIR", None)  # agents' sockets under each row's own state folder
-    # The 1-chain run that status reads, recorded in the CLI's own index by a cold submit.
-    _, _, out = retried(
-        ctx,
-        "P9 create",
-        _timed,
-        [*CLI, "--clusters-dir", str(folders[0.0]), "submit", str(one), "-c", PROFILE, "--json"],
-        env,
-        ctx.tmp,
-    )
-    created = json.loads(out)
-    run_id = str(created["run_id"])
-    rig.run_ids.add(run_id)
-    rig.track(CLUSTER, [str(s["job_id"]) for s in created["submissions"] if s["job_id"]])
-    _, _, out = retried(
-        ctx,
-        "P9 create (24.11)",
-        _timed,
-        [*CLI, "--clusters-dir", str(folders24[0.0]), "submit", str(one), "-c", PROFILE, "--json"],
-        env,
-        ctx.tmp,
-    )
-    created24 = json.loads(out)
-    run_id24 = str(created24["run_id"])
-    rig.run_ids.add(run_id24)
-    rig.track(CLUSTER24, [str(s["job_id"]) for s in created24["submissions"] if s["job_id"]])
+    # The 1-chain runs that status reads, recorded in the CLI's own index by a cold submit.
+    run_id = _one_chain(ctx, folders[0.0], CLUSTER, one, env)
+    run_id24 = _one_chain(ctx, folders24[0.0], CLUSTER24, one, env)
 
     # P8: the same status with the persistent connection: an agent per delay, started by
     # the first command of the warm-up round, stopped at the end.
@@ -269,6 +247,23 @@ def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
             if rnd:
                 for method, (w, c, _) in got.items():
                     samples.keep(method, d, w, c)
+
+
+def _one_chain(ctx: Ctx, folder: Path, cluster: str, config: Path, env: dict[str, str]) -> str:
+    """Submit ``config`` (one held chain) to ``cluster`` with a cold CLI; its run id."""
+    _, _, out = retried(
+        ctx,
+        f"P9 create on {cluster}",
+        _timed,
+        [*CLI, "--clusters-dir", str(folder), "submit", str(config), "-c", PROFILE, "--json"],
+        env,
+        ctx.tmp,
+    )
+    created = json.loads(out)
+    run_id = str(created["run_id"])
+    ctx.rig.run_ids.add(run_id)
+    ctx.rig.track(cluster, [str(s["job_id"]) for s in created["submissions"] if s["job_id"]])
+    return run_id
 
 
 def _bare_ssh(t: SshTarget) -> list[str]:
