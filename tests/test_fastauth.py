@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -194,3 +195,49 @@ async def test_password_only_server_clean_auth_error(password_sshd: Sshd, home: 
     assert f"{HOST}:{password_sshd.port} refused our keys (Permission denied" in str(caught.value)
     assert caught.value.host == "loopback"
     assert password_sshd.accepted_logins() == 0
+
+
+@pytest.fixture(scope="module")
+def rsa_cert_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An RSA key with a user certificate (``rsa_key-cert.pub``) from ``ca`` beside it."""
+    directory = tmp_path_factory.mktemp("rsacert")
+    ca = keygen(directory / "ca")
+    key = directory / "rsa_key"
+    argv = ["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-C", "rc-test"]
+    subprocess.run([*argv, "-f", str(key)], check=True)
+    sign = [
+        "ssh-keygen",
+        "-q",
+        "-s",
+        str(ca),
+        "-I",
+        "rc-test",
+        "-n",
+        pwd.getpwuid(os.getuid()).pw_name,
+    ]
+    subprocess.run([*sign, f"{key}.pub"], check=True, capture_output=True)
+    return key
+
+
+@pytest.fixture(scope="module")
+def cert_sshd(tmp_path_factory: pytest.TempPathFactory, rsa_cert_key: Path) -> Iterator[Sshd]:
+    """Trusts the CA that signed ``rsa_cert_key``'s certificate; OpenSSH's default algorithms
+    (since 8.8 they refuse the ``ssh-rsa-cert-v01`` name, asyncssh's first try of an RSA
+    certificate, so asyncssh tries ``rsa-sha2-*-cert-v01`` next)."""
+    extra = ["LogLevel DEBUG1", f"TrustedUserCAKeys {rsa_cert_key.parent / 'ca.pub'}"]
+    with running_sshd(tmp_path_factory.mktemp("certsshd"), extra_config=extra) as server:
+        yield server
+
+
+@pytest.mark.anyio
+async def test_identity_rsa_certificate_promoted_keeps_its_sha2_retry(
+    cert_sshd: Sshd, agent: Path, wrong_key: Path, rsa_cert_key: Path
+) -> None:
+    """The identity file an RSA certificate, the agent another key: stock logs in (the
+    certificate's second name after the first); promoted ahead of the agent's key, ours must
+    too."""
+    _add(agent, wrong_key)
+    # none, the agent's key, the certificate's two names asked, the signature
+    assert await _stock(cert_sshd, [str(rsa_cert_key)]) == 5
+    # the certificate's first name signed (refused), its second asked, then signed
+    assert await _ours(cert_sshd, identity_file=rsa_cert_key) == 3

@@ -41,6 +41,7 @@ _log = structlog.get_logger()
 
 _PUBLICKEY = b"publickey"
 _NONE = b"none"
+_RSA_CERT = b"ssh-rsa-cert-v01@openssh.com"
 _CONN_SHAPE = (
     "_auth_methods",
     "_client_keys",
@@ -119,6 +120,10 @@ class _SignedFirst(_auth.ClientAuth):
             return first
         conn._client_keys.remove(wanted)
         conn._client_keys.insert(0, first)
+        if wanted.algorithm == _RSA_CERT and wanted.sig_algorithm != b"ssh-rsa":
+            # As public_key_auth_requested does for the key it pops: OpenSSH >= 8.8 refuses
+            # the ssh-rsa-cert-v01 name, so the rsa-sha2-*-cert-v01 name is tried next.
+            conn._saved_rsa_key = wanted
         return wanted
 
 
