@@ -871,6 +871,23 @@ def test_a_launcher_that_stalls_after_go_is_may_have_run_and_never_run_here_too(
     assert "launcher_gone" in capfd.readouterr().err
 
 
+def test_the_exit_that_arrives_with_the_pid_is_the_clients_exit(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A command that ends before the client reads its pid (the client stopped, Ctrl-Z, or
+    not scheduled after "go"): "pid" and "exit" come in one read. The exit is the command's,
+    not "launcher_gone" (exit 3, "may have run") or a hang."""
+
+    def serve(conn: socket.socket) -> None:
+        warmwire.send(conn, {"ready": True})
+        warmwire.receive(conn, warmwire.Decoder())
+        conn.sendall(warmwire.encode({"pid": 4242}) + warmwire.encode({"exit": 7}))
+
+    code, _ = _client_against(tmp_path, serve)
+    assert code == 7
+    assert "launcher_gone" not in capfd.readouterr().err
+
+
 def test_a_go_that_came_too_late_runs_the_command_here(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
