@@ -167,9 +167,69 @@ async def test_profile_identity_signed_before_the_agents_keys(
 
 
 @pytest.mark.anyio
-async def test_agent_key_alone_in_one_request(sshd: Sshd, agent: Path) -> None:
+async def test_agent_key_alone_asked_first_without_none(sshd: Sshd, agent: Path) -> None:
+    """An agent's key is asked before it is signed (it may be confirm-constrained), but the
+    ``none`` request is still saved: 2 requests, stock's 3."""
     _add(agent, sshd.client_key)
-    assert await _ours(sshd, identity_file=None) == 1
+    assert await _stock(sshd, ()) == 3
+    assert await _ours(sshd, identity_file=None) == 2
+
+
+@pytest.mark.anyio
+async def test_identity_also_in_the_agent_signed_from_the_file(sshd: Sshd, agent: Path) -> None:
+    _add(agent, sshd.client_key)
+    assert await _ours(sshd) == 1
+
+
+@pytest.fixture
+def confirm_agent(
+    tmp_path: Path, home: Path, wrong_key: Path, sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """An agent holding ``wrong_key`` confirm-constrained (``ssh-add -c``: SSH_ASKPASS asked
+    before each signature, here a script that logs and says no), then the right key. Yields
+    the log of the dialogs."""
+    asked = tmp_path / "asked.log"
+    askpass = tmp_path / "askpass.sh"
+    askpass.write_text(f'#!/bin/sh\necho "$*" >> {asked}\nexit 1\n')
+    askpass.chmod(0o755)
+    socket_path = tmp_path / "confirm-agent.sock"
+    env = {**os.environ, "SSH_ASKPASS": str(askpass), "SSH_ASKPASS_REQUIRE": "force"}
+    env["DISPLAY"] = ":0"
+    process = subprocess.Popen(
+        ["ssh-agent", "-D", "-a", str(socket_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(int(AGENT_START_TIMEOUT / 0.02)):
+            if socket_path.exists():
+                break
+            subprocess.run(["sleep", "0.02"], check=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        env = {**os.environ, "SSH_AUTH_SOCK": str(socket_path)}
+        subprocess.run(["ssh-add", "-q", "-c", str(wrong_key)], check=True, env=env)
+        _add(socket_path, sshd.client_key)
+        yield asked
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        process.wait(5)
+
+
+def _dialogs(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.anyio
+async def test_a_confirm_constrained_agent_key_is_not_signed_for_a_server_that_refuses_it(
+    sshd: Sshd, confirm_agent: Path
+) -> None:
+    """Stock asks the server first, which refuses this key: no dialog. Signed directly, every
+    connection raised one (or, with no one there, waited until the login timeout)."""
+    assert await _stock(sshd, ()) == 4
+    assert not _dialogs(confirm_agent)
+    assert await _ours(sshd, identity_file=None) == 3  # wrong asked, right asked, signed
+    assert not _dialogs(confirm_agent)
 
 
 @pytest.mark.anyio
