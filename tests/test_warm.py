@@ -990,3 +990,35 @@ def test_a_client_in_a_job_step_runs_the_command_itself(launcher: Launcher) -> N
         alone.stdout,
         alone.stderr,
     )
+
+
+def _ignore_hup_and_int() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_client_that_ignores_hangups_runs_the_command_itself(launcher: Launcher) -> None:
+    """`nohup remote-chain ...` (SIGHUP ignored) or `remote-chain ... &` in a script (SIGINT
+    ignored): the command's own process outlives a hangup. Through the launcher the relay
+    caught the signal the client ignores and killed the command with it."""
+    silent, args = _hanging_profile(launcher)
+    before = launcher.served()
+    with silent:
+        client = subprocess.Popen(
+            [*THIN, *args],
+            env={**launcher.env, "REMOTE_CHAIN_CONNECT_TIMEOUT": "60"},
+            cwd=launcher.cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_ignore_hup_and_int,  # noqa: PLW1509 - two signal() calls, no threads
+        )
+        try:
+            time.sleep(1.5)  # into the connect
+            client.send_signal(signal.SIGHUP)
+            client.send_signal(signal.SIGINT)
+            time.sleep(1.0)
+            assert client.poll() is None  # still connecting, as in its own process
+            assert launcher.served() == before
+        finally:
+            client.kill()
+            client.wait(10)
