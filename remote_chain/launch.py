@@ -12,7 +12,8 @@ exit codes and host-key checks as this process would give. Meanwhile the client 
 SIGINT, SIGTERM and SIGHUP to the child, and exits with its status (killed by signal N:
 dies by N too, as the command's own process would).
 
-Falls back to running the command itself when there is no socket, or the server answers
+Falls back to running the command itself when there is no socket, the client ignores a
+relayed signal (``nohup``), or the server answers
 ``mismatch`` (another checkout, version, interpreter or flags: silently), or is stale,
 refused or busy (one ``launcher_unavailable`` log line, like ``agent_unavailable``), or
 does not say ``ready`` within ``REPLY_TIMEOUT_S``. Once the client has said ``go`` it never
@@ -150,6 +151,10 @@ def launched(argv: list[str]) -> int | None:
     """The command's exit status through the launcher (-N: killed by signal N); None: run
     it in this process."""
     if not enabled(os.environ):
+        return None
+    if any(signal.getsignal(sig) == signal.SIG_IGN for sig in RELAYED):
+        # `nohup` (SIGHUP) or `cmd &` in a script (SIGINT): the relay would catch what this
+        # process ignores and end the command with it; a forked child could not ignore it.
         return None
     path = os.path.join(socket_folder(os.environ), socket_name())
     try:

@@ -53,6 +53,8 @@ class Decoder:
 
     def __init__(self) -> None:
         self._buffer = bytearray()
+        # Decoded, not yet returned by receive(): "pid" and "exit" may come in one read.
+        self.queued: list[dict[str, Any]] = []
 
     def feed(self, data: bytes) -> list[dict[str, Any]]:
         self._buffer += data
@@ -99,6 +101,8 @@ def receive(
     that trickles bytes cannot hold the reader (``TimeoutError``). Received fds are the
     caller's to close, also when the message is refused.
     """
+    if decoder.queued:
+        return decoder.queued.pop(0), []
     fds: list[int] = []
     room = socket.CMSG_SPACE(MAX_FDS * array.array("i").itemsize)
     while True:
@@ -118,7 +122,9 @@ def receive(
         messages = decoder.feed(data)
         if messages:
             # One request at a time: a client sends nothing more until it is answered,
-            # except signals, which the server reads with its own decoder later.
+            # except signals, which the server reads with its own decoder later. A server's
+            # replies may come together (a command that ended before its pid was read).
+            decoder.queued += messages[1:]
             return messages[0], fds
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pwd
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -166,9 +167,69 @@ async def test_profile_identity_signed_before_the_agents_keys(
 
 
 @pytest.mark.anyio
-async def test_agent_key_alone_in_one_request(sshd: Sshd, agent: Path) -> None:
+async def test_agent_key_alone_asked_first_without_none(sshd: Sshd, agent: Path) -> None:
+    """An agent's key is asked before it is signed (it may be confirm-constrained), but the
+    ``none`` request is still saved: 2 requests, stock's 3."""
     _add(agent, sshd.client_key)
-    assert await _ours(sshd, identity_file=None) == 1
+    assert await _stock(sshd, ()) == 3
+    assert await _ours(sshd, identity_file=None) == 2
+
+
+@pytest.mark.anyio
+async def test_identity_also_in_the_agent_signed_from_the_file(sshd: Sshd, agent: Path) -> None:
+    _add(agent, sshd.client_key)
+    assert await _ours(sshd) == 1
+
+
+@pytest.fixture
+def confirm_agent(
+    tmp_path: Path, home: Path, wrong_key: Path, sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """An agent holding ``wrong_key`` confirm-constrained (``ssh-add -c``: SSH_ASKPASS asked
+    before each signature, here a script that logs and says no), then the right key. Yields
+    the log of the dialogs."""
+    asked = tmp_path / "asked.log"
+    askpass = tmp_path / "askpass.sh"
+    askpass.write_text(f'#!/bin/sh\necho "$*" >> {asked}\nexit 1\n')
+    askpass.chmod(0o755)
+    socket_path = tmp_path / "confirm-agent.sock"
+    env = {**os.environ, "SSH_ASKPASS": str(askpass), "SSH_ASKPASS_REQUIRE": "force"}
+    env["DISPLAY"] = ":0"
+    process = subprocess.Popen(
+        ["ssh-agent", "-D", "-a", str(socket_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(int(AGENT_START_TIMEOUT / 0.02)):
+            if socket_path.exists():
+                break
+            subprocess.run(["sleep", "0.02"], check=True)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        env = {**os.environ, "SSH_AUTH_SOCK": str(socket_path)}
+        subprocess.run(["ssh-add", "-q", "-c", str(wrong_key)], check=True, env=env)
+        _add(socket_path, sshd.client_key)
+        yield asked
+    finally:
+        os.kill(process.pid, signal.SIGTERM)
+        process.wait(5)
+
+
+def _dialogs(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.anyio
+async def test_a_confirm_constrained_agent_key_is_not_signed_for_a_server_that_refuses_it(
+    sshd: Sshd, confirm_agent: Path
+) -> None:
+    """Stock asks the server first, which refuses this key: no dialog. Signed directly, every
+    connection raised one (or, with no one there, waited until the login timeout)."""
+    assert await _stock(sshd, ()) == 4
+    assert not _dialogs(confirm_agent)
+    assert await _ours(sshd, identity_file=None) == 3  # wrong asked, right asked, signed
+    assert not _dialogs(confirm_agent)
 
 
 @pytest.mark.anyio
@@ -194,3 +255,49 @@ async def test_password_only_server_clean_auth_error(password_sshd: Sshd, home: 
     assert f"{HOST}:{password_sshd.port} refused our keys (Permission denied" in str(caught.value)
     assert caught.value.host == "loopback"
     assert password_sshd.accepted_logins() == 0
+
+
+@pytest.fixture(scope="module")
+def rsa_cert_key(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An RSA key with a user certificate (``rsa_key-cert.pub``) from ``ca`` beside it."""
+    directory = tmp_path_factory.mktemp("rsacert")
+    ca = keygen(directory / "ca")
+    key = directory / "rsa_key"
+    argv = ["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-C", "rc-test"]
+    subprocess.run([*argv, "-f", str(key)], check=True)
+    sign = [
+        "ssh-keygen",
+        "-q",
+        "-s",
+        str(ca),
+        "-I",
+        "rc-test",
+        "-n",
+        pwd.getpwuid(os.getuid()).pw_name,
+    ]
+    subprocess.run([*sign, f"{key}.pub"], check=True, capture_output=True)
+    return key
+
+
+@pytest.fixture(scope="module")
+def cert_sshd(tmp_path_factory: pytest.TempPathFactory, rsa_cert_key: Path) -> Iterator[Sshd]:
+    """Trusts the CA that signed ``rsa_cert_key``'s certificate; OpenSSH's default algorithms
+    (since 8.8 they refuse the ``ssh-rsa-cert-v01`` name, asyncssh's first try of an RSA
+    certificate, so asyncssh tries ``rsa-sha2-*-cert-v01`` next)."""
+    extra = ["LogLevel DEBUG1", f"TrustedUserCAKeys {rsa_cert_key.parent / 'ca.pub'}"]
+    with running_sshd(tmp_path_factory.mktemp("certsshd"), extra_config=extra) as server:
+        yield server
+
+
+@pytest.mark.anyio
+async def test_identity_rsa_certificate_promoted_keeps_its_sha2_retry(
+    cert_sshd: Sshd, agent: Path, wrong_key: Path, rsa_cert_key: Path
+) -> None:
+    """The identity file an RSA certificate, the agent another key: stock logs in (the
+    certificate's second name after the first); promoted ahead of the agent's key, ours must
+    too."""
+    _add(agent, wrong_key)
+    # none, the agent's key, the certificate's two names asked, the signature
+    assert await _stock(cert_sshd, [str(rsa_cert_key)]) == 5
+    # the certificate's first name signed (refused), its second asked, then signed
+    assert await _ours(cert_sshd, identity_file=rsa_cert_key) == 3

@@ -34,8 +34,13 @@ for a in "$@"; do [[ $a == --name=* ]] && names=${a#--name=}; done
 declare -A want=()
 IFS=, read -r -a list <<< "$names"
 for n in "${list[@]}"; do [[ -n $n ]] && want[${n,,}]=1; done
+# Like Slurm's, a state list in the environment (SQUEUE_STATES, squeue -t) narrows the listing
+# (checked on 22.05: SQUEUE_STATES=RUNNING hides a PENDING job from `squeue --me --format=...`).
+states=,${SQUEUE_STATES-},
 while IFS= read -r line; do
   name=${line##*|}
+  state=${line#*|}; state=${state%%|*}
+  [[ $states == ,, || ${states,,} == *",${state,,},"* ]] || continue
   if [[ -z $names || -n ${want[${name,,}]:-} ]]; then printf '%s\n' "$line"; fi
 done < "$RC_STUB_LISTING"
 """
@@ -134,3 +139,17 @@ def test_squeue_failure_reaches_the_client_as_before(tmp_path: Path) -> None:
     assert new == old
     assert new[1] == "1"
     assert "Unable to contact slurm controller" in new[2]
+
+
+def test_a_state_filter_in_the_login_environment_hides_no_job(tmp_path: Path) -> None:
+    """``SQUEUE_STATES=RUNNING`` (or a partition, account, QOS, user or license filter) in a
+    login shell's rc file narrows squeue's listing: a pending chain would read as gone. Both
+    paths list every state of the user's jobs, as without it."""
+    run_dir = _run_dir(tmp_path)
+    env = _env(tmp_path, run_dir, RC_RUN_DIR=str(run_dir), SQUEUE_STATES="RUNNING")
+    new, old = _both(tmp_path, env)
+    assert new == old
+    targets = [Target(RUN_ID, str(run_dir))]
+    snap = parse_status_output(wire.encode(*new) + "\nDONE\n", targets)
+    assert JobId("300000") in snap.squeue  # PENDING, listed
+    assert snap.squeue[JobId("300000")].state.name == "PENDING"

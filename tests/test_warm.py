@@ -871,6 +871,23 @@ def test_a_launcher_that_stalls_after_go_is_may_have_run_and_never_run_here_too(
     assert "launcher_gone" in capfd.readouterr().err
 
 
+def test_the_exit_that_arrives_with_the_pid_is_the_clients_exit(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A command that ends before the client reads its pid (the client stopped, Ctrl-Z, or
+    not scheduled after "go"): "pid" and "exit" come in one read. The exit is the command's,
+    not "launcher_gone" (exit 3, "may have run") or a hang."""
+
+    def serve(conn: socket.socket) -> None:
+        warmwire.send(conn, {"ready": True})
+        warmwire.receive(conn, warmwire.Decoder())
+        conn.sendall(warmwire.encode({"pid": 4242}) + warmwire.encode({"exit": 7}))
+
+    code, _ = _client_against(tmp_path, serve)
+    assert code == 7
+    assert "launcher_gone" not in capfd.readouterr().err
+
+
 def test_a_go_that_came_too_late_runs_the_command_here(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -973,3 +990,35 @@ def test_a_client_in_a_job_step_runs_the_command_itself(launcher: Launcher) -> N
         alone.stdout,
         alone.stderr,
     )
+
+
+def _ignore_hup_and_int() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_client_that_ignores_hangups_runs_the_command_itself(launcher: Launcher) -> None:
+    """`nohup remote-chain ...` (SIGHUP ignored) or `remote-chain ... &` in a script (SIGINT
+    ignored): the command's own process outlives a hangup. Through the launcher the relay
+    caught the signal the client ignores and killed the command with it."""
+    silent, args = _hanging_profile(launcher)
+    before = launcher.served()
+    with silent:
+        client = subprocess.Popen(
+            [*THIN, *args],
+            env={**launcher.env, "REMOTE_CHAIN_CONNECT_TIMEOUT": "60"},
+            cwd=launcher.cwd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_ignore_hup_and_int,  # noqa: PLW1509 - two signal() calls, no threads
+        )
+        try:
+            time.sleep(1.5)  # into the connect
+            client.send_signal(signal.SIGHUP)
+            client.send_signal(signal.SIGINT)
+            time.sleep(1.0)
+            assert client.poll() is None  # still connecting, as in its own process
+            assert launcher.served() == before
+        finally:
+            client.kill()
+            client.wait(10)

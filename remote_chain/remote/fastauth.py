@@ -8,7 +8,8 @@ signed request. RFC 4252 allows both shortcuts taken here, 2 round trips off eve
   lists the server's methods and asyncssh's own failure handling goes on from there exactly as
   after ``none`` (a banner is handled by asyncssh whatever request it precedes).
 - s7: the first key's signature may be sent "directly without first verifying whether the key
-  is acceptable". Only the first key: later keys keep the query-first flow, so a person with 8
+  is acceptable". Only the first key, and only one read from a file (an agent's or a token's
+  may ask the user: ``_costs_the_user``): later keys keep the query-first flow, so a person with 8
   agent keys does not sign 8 times (sshd's MaxAuthTries counts a rejected query and a rejected
   signature alike, so the order of tries and their count stay as stock).
 
@@ -33,6 +34,7 @@ import asyncssh
 import structlog
 from asyncssh import auth as _auth
 from asyncssh.packet import Boolean, String
+from asyncssh.public_key import SSHLocalKeyPair
 
 if TYPE_CHECKING:
     from asyncssh.connection import SSHClientConnection
@@ -41,6 +43,7 @@ _log = structlog.get_logger()
 
 _PUBLICKEY = b"publickey"
 _NONE = b"none"
+_RSA_CERT = b"ssh-rsa-cert-v01@openssh.com"
 _CONN_SHAPE = (
     "_auth_methods",
     "_client_keys",
@@ -70,8 +73,11 @@ def client_factory(*, prefer_first_key: bool) -> Callable[[], asyncssh.SSHClient
 
 def _costs_the_user(key: Any) -> bool:
     """A security-key signature needs a touch (FIDO ``sk-*``, also as certificates): signing
-    one the server may reject would ask for a touch for nothing, so it keeps query-first."""
-    return bytes(key.algorithm).startswith(b"sk-")
+    one the server may reject would ask for a touch for nothing, so it keeps query-first.
+    So do keys not held in this process: an agent's key may be confirm-constrained
+    (``ssh-add -c``: a dialog, or a wait until the login timeout with no one to answer it,
+    for a key this server may not even accept), a PKCS#11 token's may want its PIN."""
+    return bytes(key.algorithm).startswith(b"sk-") or not isinstance(key, SSHLocalKeyPair)
 
 
 class _SignedFirst(_auth.ClientAuth):
@@ -84,7 +90,7 @@ class _SignedFirst(_auth.ClientAuth):
         if key is None:  # no key at all: `none` next, as stock asyncssh starts
             conn.try_next_auth(next_method=True)
             return
-        if wanted is not None and key is not wanted and key.public_data != wanted.public_data:
+        if wanted is not None and key is not wanted:  # also the agent's copy of it: ours
             key = self._promote(key, wanted)
         if _costs_the_user(key):
             # Put back for asyncssh's own public-key class, which asks before signing.
@@ -119,6 +125,10 @@ class _SignedFirst(_auth.ClientAuth):
             return first
         conn._client_keys.remove(wanted)
         conn._client_keys.insert(0, first)
+        if wanted.algorithm == _RSA_CERT and wanted.sig_algorithm != b"ssh-rsa":
+            # As public_key_auth_requested does for the key it pops: OpenSSH >= 8.8 refuses
+            # the ssh-rsa-cert-v01 name, so the rsa-sha2-*-cert-v01 name is tried next.
+            conn._saved_rsa_key = wanted
         return wanted
 
 

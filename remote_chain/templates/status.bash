@@ -105,6 +105,10 @@ rc_sacct() {  # one SACCT record: the first non-zero exit status, every chunk's 
 }
 rc_squeue() {  # one SQUEUE record, as rc_sacct
   local chunk part r rc=0 out="" all IFS=/
+  # A login shell's rc file may set squeue's filters (SQUEUE_STATES=RUNNING, a partition, ...):
+  # a pending chain would read as gone. And SQUEUE_NAMES stands in for a --name not given.
+  unset SQUEUE_ACCOUNT SQUEUE_LICENSES SQUEUE_NAMES SQUEUE_PARTITION SQUEUE_QOS SQUEUE_STATES \
+    SQUEUE_USERS
   all=${names[*]}; IFS=$' \t\n'
   # squeue's --name is no server-side filter: slurmctld sends all of the user's jobs (--me) and
   # squeue compares each with every name asked, O(jobs x names): 0.10 s of CPU for 1,000 names
@@ -117,8 +121,7 @@ rc_squeue() {  # one SQUEUE record, as rc_sacct
   # '/' joins them here because no folder name holds one (issue 13, P7).
   if (( ${#names[@]} > 256 )) && [[ $all != *[!A-Za-z0-9._:/-]* ]] &&
     command -v awk >/dev/null 2>&1; then
-    # SQUEUE_NAMES in the login environment would stand in for the --name not given.
-    out=$(unset SQUEUE_NAMES; command squeue --noheader --me --format='__SQUEUE_FORMAT__' 2>&1 |
+    out=$(command squeue --noheader --me --format='__SQUEUE_FORMAT__' 2>&1 |
       LC_ALL=C command awk -F'|' 'NR == FNR { want[tolower($0)]; next }
         NF < 5 || (tolower($NF) in want)' <(printf '%s\n' "${names[@]}") -
       exit "${PIPESTATUS[0]}"); rc=$?
