@@ -63,8 +63,13 @@ jobs="" prev=""
 for a in "$@"; do [[ $prev == --jobs ]] && jobs=$a; prev=$a; done
 [[ $name == scontrol && ${1:-} == show ]] && jobs=${!#}
 [[ -n ${STUB_SLEEP:-} && $name == "${STUB_SLEEP%%:*}" ]] && sleep "${STUB_SLEEP#*:}"
-if [[ -n $jobs && -f "$STUB_DIR/$name.$jobs.out" ]]; then cat "$STUB_DIR/$name.$jobs.out"
-elif [[ -f "$STUB_DIR/$name.out" ]]; then cat "$STUB_DIR/$name.out"; fi
+file=""
+if [[ -n $jobs && -f "$STUB_DIR/$name.$jobs.out" ]]; then file="$STUB_DIR/$name.$jobs.out"
+elif [[ -f "$STUB_DIR/$name.out" ]]; then file="$STUB_DIR/$name.out"; fi
+# As the real squeue: SQUEUE_STATES in the environment is a --states filter.
+if [[ -n $file && $name == squeue && -n ${SQUEUE_STATES:-} ]]; then
+  grep -iE "(^|[| ])(${SQUEUE_STATES//,/|})([| ]|$)" "$file" || true
+elif [[ -n $file ]]; then cat "$file"; fi
 rc_var="STUB_${name^^}_RC"
 exit "${!rc_var:-0}"
 """

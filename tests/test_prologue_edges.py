@@ -251,6 +251,18 @@ def test_a_live_owner_keeps_the_chain(tmp_path: Path) -> None:
     assert (bench / CHAIN_FILE).read_text() == f"{PRED}\n"
 
 
+def test_squeue_filters_in_the_users_environment_hide_no_lease_owner(tmp_path: Path) -> None:
+    """sbatch hands the job the login shell's environment (--export=ALL): SQUEUE_STATES from
+    a user's rc file would hide the running lease owner, the lease be broken and a second
+    runner start beside the first. The prologue's own queries drop squeue's filters."""
+    case = Case("TIMEOUT", lease_owner="40", lease_owner_state="RUNNING")
+    proc, bench, _ = run_prologue(tmp_path, case, env={"SQUEUE_STATES": "PENDING"})
+    assert proc.returncode == 0, proc.stderr
+    assert decided_action(bench) == "yield", proc.stderr
+    assert not (bench / "runner_started").exists()
+    assert (bench / LEASE_FILE).read_text() == "40\n"
+
+
 # --- Class 3: checkpoint signals --------------------------------------------------------------
 CHECKPOINTER = (
     "sh",

@@ -90,7 +90,15 @@ rc_check_trust() {
 
 # A bounded Slurm query: `command` so no shell function or alias stands in for it (issue 14),
 # `timeout` so a wedged slurmctld/slurmdbd cannot hold the allocation (issue 9 class 5).
-rc_slurm() { command timeout -k 2 "${RC_QT:-$RC_QUERY_TIMEOUT}" "$@"; }
+# squeue's filters from the environment sbatch handed the job (--export=ALL: a user's rc file
+# with SQUEUE_STATES=RUNNING, a partition, ...) would hide the jobs these queries look for: a
+# pending successor (a second one queued) or a running lease owner (its lease broken, two
+# runners). Dropped for our own queries only; the runner keeps the user's environment.
+rc_slurm() {
+  command env -u SQUEUE_ACCOUNT -u SQUEUE_LICENSES -u SQUEUE_NAMES -u SQUEUE_PARTITION \
+    -u SQUEUE_QOS -u SQUEUE_STATES -u SQUEUE_USERS \
+    timeout -k 2 "${RC_QT:-$RC_QUERY_TIMEOUT}" "$@"
+}
 # Inside the lookup a query gets at most what is left of the window (+2 s), so the whole lookup
 # ends within the window plus a few seconds even when every query hangs.
 rc_bound() {
