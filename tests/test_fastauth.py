@@ -7,6 +7,7 @@ asyncssh, connecting in the same test, is the "before" (``none``, a query, the s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pwd
@@ -70,8 +71,17 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def agent(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """An ssh-agent of the test's own (killed by its PID); ``SSH_AUTH_SOCK`` points at it."""
     socket_path = tmp_path / "agent.sock"
+    with _running_agent(socket_path, dict(os.environ)):
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
+        yield socket_path
+
+
+@contextlib.contextmanager
+def _running_agent(socket_path: Path, env: dict[str, str]) -> Iterator[None]:
+    """``ssh-agent -D`` listening at ``socket_path`` while inside; killed by its PID after."""
     process = subprocess.Popen(
         ["ssh-agent", "-D", "-a", str(socket_path)],
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -82,8 +92,7 @@ def agent(tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
             subprocess.run(["sleep", "0.02"], check=True)
         else:
             raise RuntimeError("ssh-agent did not create its socket")
-        monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
-        yield socket_path
+        yield
     finally:
         os.kill(process.pid, signal.SIGTERM)
         process.wait(5)
@@ -195,25 +204,12 @@ def confirm_agent(
     socket_path = tmp_path / "confirm-agent.sock"
     env = {**os.environ, "SSH_ASKPASS": str(askpass), "SSH_ASKPASS_REQUIRE": "force"}
     env["DISPLAY"] = ":0"
-    process = subprocess.Popen(
-        ["ssh-agent", "-D", "-a", str(socket_path)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(int(AGENT_START_TIMEOUT / 0.02)):
-            if socket_path.exists():
-                break
-            subprocess.run(["sleep", "0.02"], check=True)
+    with _running_agent(socket_path, env):
         monkeypatch.setenv("SSH_AUTH_SOCK", str(socket_path))
         env = {**os.environ, "SSH_AUTH_SOCK": str(socket_path)}
         subprocess.run(["ssh-add", "-q", "-c", str(wrong_key)], check=True, env=env)
         _add(socket_path, sshd.client_key)
         yield asked
-    finally:
-        os.kill(process.pid, signal.SIGTERM)
-        process.wait(5)
 
 
 def _dialogs(log: Path) -> list[str]:
