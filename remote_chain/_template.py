@@ -40,6 +40,7 @@ def template_subs() -> Mapping[str, str]:
     from remote_chain.bundle import RECORD_WAIT_S  # noqa: PLC0415
     from remote_chain.models import (  # noqa: PLC0415
         LEASE_LIVE_STATES,
+        NON_TERMINAL_STATES,
         QUEUED_STATES,
         Action,
         EndRecord,
@@ -49,6 +50,7 @@ def template_subs() -> Mapping[str, str]:
         MAX_LIST_ARG_BYTES,
         PROLOGUE_SACCT_ARGS,
         SACCT_FIELDS,
+        SLURM_QUERY_ENV_DROP,
         SQUEUE_FORMAT,
         SQUEUE_STATE_ARGS,
         SQUEUE_SUCCESSOR_FORMAT,
@@ -98,6 +100,8 @@ def template_subs() -> Mapping[str, str]:
             "__SQUEUE_STATE_ARGS__": SQUEUE_STATE_ARGS,
             "__SQUEUE_SUCC_FORMAT__": SQUEUE_SUCCESSOR_FORMAT,
             "__SQUEUE_FORMAT__": SQUEUE_FORMAT,
+            "__SLURM_ENV_DROP__": " ".join(f"-u {name}" for name in SLURM_QUERY_ENV_DROP),
+            "__SQUEUE_LIVE_ERE__": "|".join(sorted(NON_TERMINAL_STATES)),
             # The execs' tunables.
             "__CHUNK__": str(MAX_LIST_ARG_BYTES),
             "__WAIT__": str(RECORD_WAIT_S),

@@ -210,14 +210,19 @@ def _job_view(job_id: JobId, snap: Snapshot) -> JobView:
     rec = snap.sacct.get(job_id)
     start, end = (_when(rec.start), _when(rec.end)) if rec else ("", "")
     if job_id in snap.squeue:
+        # squeue speaks for a job it shows (slurmctld is ahead of accounting), and status asks
+        # sacct only of the jobs it does not show (status.bash): its start and time used here.
         queued = snap.squeue[job_id]
+        elapsed = queued.elapsed_s
+        if elapsed is None and rec is not None:
+            elapsed = rec.elapsed_s
         return JobView(
             job_id,
             queued.state.value,
-            rec.elapsed_s if rec else None,
+            elapsed,
             "",
             queued.reason,
-            start,
+            _when(queued.start) or start,
             "",
         )
     if rec is None:

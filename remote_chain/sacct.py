@@ -19,8 +19,26 @@ from remote_chain.models import JOB_ID_RE, JobId, SacctRecord, SlurmState
 # but we key everything by the raw allocation id we were given by sbatch --parsable.
 SACCT_FIELDS = ("JobIDRaw", "State", "ElapsedRaw", "ExitCode", "Reason", "Start", "End")
 # %Z, the working directory (our --chdir, <workdir>/<run_id>/<cluster>/<benchmark>), tells apart
-# the chains of one run on two profiles of one Slurm cluster, which share a job name.
-SQUEUE_FORMAT = "%i|%T|%r|%Z|%j"
+# the chains of one run on two profiles of one Slurm cluster, which share a job name. %S and %M
+# (start, time used) are what sacct's Start and ElapsedRaw say of a queued or running job, so
+# status asks slurmdbd only of the jobs squeue no longer shows (issue 13, P9). The job name
+# stays last: the parser and status.bash's awk read it as everything after the sixth "|".
+SQUEUE_FORMAT = "%i|%T|%r|%S|%M|%Z|%j"
+# squeue's and sacct's environment variables that filter or reshape what they print: a login
+# shell's rc file may export them (SQUEUE_STATES=RUNNING, a partition, SLURM_TIME_FORMAT=
+# relative), and every query of ours runs without them, in the job (prologue.bash, where
+# sbatch --export=ALL handed them over) and in every client exec (wire.bash's rc_query): a
+# pending successor or a running lease owner hidden from squeue reads as gone (issue 14).
+SLURM_QUERY_ENV_DROP = (
+    "SQUEUE_ACCOUNT",
+    "SQUEUE_LICENSES",
+    "SQUEUE_NAMES",
+    "SQUEUE_PARTITION",
+    "SQUEUE_QOS",
+    "SQUEUE_STATES",
+    "SQUEUE_USERS",
+    "SLURM_TIME_FORMAT",
+)
 # Bytes of one comma-joined job-id or job-name list in a remote command line. Linux caps one
 # argument at MAX_ARG_STRLEN, 128 KiB; half of it leaves room for the rest of the line under
 # ARG_MAX (2 MiB or more on Linux) however many chunks a poll needs (issue 13, P7).
@@ -112,16 +130,51 @@ class QueuedJob:
     reason: str
     workdir: str
     name: str
+    start: str = ""  # squeue's %S once the job started, else "" (as sacct's "Unknown")
+    elapsed_s: int | None = None  # squeue's %M in seconds; None when it is not a duration
+
+
+# States of a job that has not started: squeue's %S is then a forecast (or N/A), never a start.
+_NOT_STARTED = frozenset(
+    {
+        SlurmState.PENDING,
+        SlurmState.REQUEUED,
+        SlurmState.REQUEUE_FED,
+        SlurmState.REQUEUE_HOLD,
+        SlurmState.RESV_DEL_HOLD,
+    }
+)
+_SQUEUE_FIELDS = SQUEUE_FORMAT.count("|") + 1
+# squeue's %M: [days-][hours:]minutes:seconds.
+_TIME_USED = re.compile(r"(?:(?:(\d+)-)?(\d+):)?(\d+):(\d\d)")
+
+
+def parse_time_used(text: str) -> int | None:
+    """squeue's %M (``0:00``, ``1:02:03``, ``2-03:04:05``) in seconds; None for anything else."""
+    match = _TIME_USED.fullmatch(text.strip())
+    if match is None:
+        return None
+    days, hours, minutes, secs = (int(g) if g else 0 for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + secs
 
 
 def parse_squeue(text: str) -> dict[JobId, QueuedJob]:
     """Parse ``squeue --format SQUEUE_FORMAT`` into job id -> what squeue said of it."""
     jobs: dict[JobId, QueuedJob] = {}
     for line in text.splitlines():
-        parts = line.rstrip("\r").split("|", 4)
-        if len(parts) != 5 or not JOB_ID_RE.match(parts[0]):
+        parts = line.rstrip("\r").split("|", _SQUEUE_FIELDS - 1)
+        if len(parts) != _SQUEUE_FIELDS or not JOB_ID_RE.match(parts[0]):
             continue
-        jobs[JobId(parts[0])] = QueuedJob(SlurmState.parse(parts[1]), parts[2], parts[3], parts[4])
+        job_id, state_text, reason, start, used, workdir, name = parts
+        state = SlurmState.parse(state_text)
+        jobs[JobId(job_id)] = QueuedJob(
+            state,
+            reason,
+            workdir,
+            name,
+            "" if state in _NOT_STARTED else start,
+            parse_time_used(used),
+        )
     return jobs
 
 

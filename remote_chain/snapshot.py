@@ -1,10 +1,10 @@
-"""PURE: the one remote exec behind ``status``: every chain's files, one sacct, one squeue.
+"""PURE: the one remote exec behind ``status``: every chain's files, one squeue, one sacct.
 
 However many chains are asked for, a cluster is asked exactly once per poll: the script reads
 each chain's dot-files (through the wire codec, so nothing in them can break the framing),
-gathers every job id they name, and makes one ``sacct`` call and one ``squeue`` call for all
-of them
-(benchmarks issue, P5: controller load).
+gathers every job id they name, and makes one ``squeue`` call for all of them, then one
+``sacct`` call for those squeue no longer shows, none when it shows them all (benchmarks issue,
+P5: controller load; issue 13: slurmdbd spared by polls of live chains).
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ done < "$S/accounting"
 """
 
 SQUEUE = """#!/bin/bash
-# Fake squeue: prints the queue in the asked --format (%i %T %r %Z %j), filtered by --name/--jobs;
+# Fake squeue: the queue in the asked --format (%i %T %r %S %M %Z %j), filtered by --name/--jobs;
 # %Z (the working directory) is the folder of the job's script, as --chdir makes it.
 S=$FAKE_SLURM
 printf '%s\\n' "$*" >> "$S/squeue.calls"
@@ -148,6 +148,9 @@ while IFS='|' read -r id state reason name; do
   [[ -z $jobs || ",$jobs," == *",$id,"* ]] || continue
   out=$fmt; out=${out//"%i"/"$id"}; out=${out//"%T"/"$state"}
   out=${out//"%r"/"$reason"}; out=${out//"%j"/"$name"}
+  # %S and %M: N/A and 0:00 until the job runs; then a fixed start and 65 s used.
+  if [[ $state == PENDING ]]; then start=N/A used=0:00; else start=2026-01-01T00:00:00 used=1:05; fi
+  out=${out//"%S"/"$start"}; out=${out//"%M"/"$used"}
   if [[ $out == *%Z* ]]; then
     wd=$(awk -F '\t' -v i="$id" '$1 == i {print $4}' "$S/jobs" 2>/dev/null); wd=${wd%/*}
     out=${out//"%Z"/"$wd"}

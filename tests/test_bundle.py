@@ -170,12 +170,15 @@ def test_status_is_one_sacct_and_one_squeue_for_all_chains(tmp_path: Path, stubs
     run(render_submit_script(b), stubs)
     (stubs / "calls").unlink()
     (stubs / "sacct.out").write_text("101|COMPLETED|3|0:0|None|s|e\n")
-    (stubs / "squeue.out").write_text(f"102|RUNNING|None|{b.run_dir}/b1|rc-1:b1\n")
+    (stubs / "squeue.out").write_text(
+        f"102|RUNNING|None|2026-01-01T00:00:00|1:05|{b.run_dir}/b1|rc-1:b1\n"
+    )
     targets = [Target("rc-1", b.run_dir)]
     snap = parse_status_output(run(render_status_script(targets), stubs), targets)
     calls = (stubs / "calls").read_text().splitlines()
-    # One of each; they run side by side, so in either order.
-    assert sorted(c.split()[0] for c in calls) == ["sacct", "squeue"]
+    # One of each: squeue first, then sacct for the 29 jobs squeue does not show.
+    assert [c.split()[0] for c in calls] == ["squeue", "sacct"]
+    assert "102" not in calls[1].split("--jobs ")[1].split(",")
     assert len(snap.runs[0].chains) == 30
     assert snap.sacct[JobId("101")].state.value == "COMPLETED"
     assert snap.squeue[JobId("102")].state.value == "RUNNING"

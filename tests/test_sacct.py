@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from remote_chain.sacct import (
     parse_sbatch_parsable,
     parse_squeue,
     parse_state,
+    parse_time_used,
     sacct_argv,
     squeue_argv,
 )
@@ -59,12 +61,35 @@ def test_parse_state_keeps_the_uid() -> None:
 
 
 def test_squeue_and_sbatch() -> None:
-    """squeue's id|state|reason|name and sbatch --parsable's id[;cluster] are read."""
-    q = parse_squeue("noise\n41|PENDING|Dependency|/w/x|rc-x:gpqa\n42|RUNNING|None|/w|rc-x:a|b\n")
-    assert q[JobId("41")] == QueuedJob(SlurmState.PENDING, "Dependency", "/w/x", "rc-x:gpqa")
+    """squeue's id|state|reason|start|used|workdir|name and sbatch --parsable's id[;cluster]."""
+    q = parse_squeue(
+        "noise\n41|PENDING|Dependency|2026-12-01T10:00:00|0:00|/w/x|rc-x:gpqa\n"
+        "42|RUNNING|None|2026-12-01T09:00:00|1-02:03:04|/w|rc-x:a|b\n"
+        "43|RUNNING|None|N/A|INVALID|/w|rc-x:c\n"
+    )
+    # A pending job's %S is a forecast, not a start: as sacct's "Unknown", it is "".
+    assert q[JobId("41")] == QueuedJob(SlurmState.PENDING, "Dependency", "/w/x", "rc-x:gpqa", "", 0)
     assert q[JobId("42")].name == "rc-x:a|b"
+    assert q[JobId("42")].start == "2026-12-01T09:00:00"
+    assert q[JobId("42")].elapsed_s == 93784
+    assert q[JobId("43")].elapsed_s is None
     assert parse_sbatch_parsable("motd\n4711;eos\n") == "4711"
     assert parse_sbatch_parsable("sbatch: error: invalid partition\n") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("0:00", 0), ("5:07", 307), ("1:00:01", 3601), ("2-00:00:00", 172800), (" 59:59 ", 3599)],
+)
+def test_time_used(text: str, seconds: int) -> None:
+    """squeue's %M, [days-][hours:]minutes:seconds, in seconds."""
+    assert parse_time_used(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "N/A", "INVALID", "1:2", "1-2", "a:00", "1:00:00:00"])
+def test_time_used_garbage(text: str) -> None:
+    """Anything that is not a duration is None, never an error or a guess."""
+    assert parse_time_used(text) is None
 
 
 def test_argv_builders() -> None:

@@ -28,6 +28,7 @@ for a in "$@"; do (( ${#a} <= __MAX__ )) || { echo "argument of ${#a} bytes" >&2
 echo "sacct" >> "$RC_STUB_LOG"
 while (( $# )); do [[ $1 == --jobs ]] && jobs=$2; shift; done
 IFS=, read -r -a ids <<< "$jobs"
+printf '%s\n' "${ids[@]}" >> "$RC_STUB_LOG.ids"
 for id in "${ids[@]}"; do printf '%s|PENDING|0|0:0|JobHeldUser|Unknown|Unknown\n' "$id"; done
 """
 _SQUEUE = r"""#!/bin/bash
@@ -36,12 +37,17 @@ echo "squeue" >> "$RC_STUB_LOG"
 [[ -n ${RC_STUB_QUIET:-} ]] && exit 0
 for a in "$@"; do [[ $a == --name=* ]] && names=${a#--name=}; done
 if [[ -z ${names+set} ]]; then  # all of the user's jobs: the run's, and another run's
-  printf '%s|PENDING|JobHeldUser|/elsewhere/x|rc-other:chain00001\n' 199999
+  printf '%s|PENDING|JobHeldUser|N/A|0:00|/elsewhere/x|rc-other:chain00001\n' 199999
   for d in "$RC_RUN_DIR"/chain*; do names+=${names:+,}__RUN_ID__:${d##*/}; done
 fi
 IFS=, read -r -a list <<< "$names"
 for n in "${list[@]}"; do
-  printf '%s|PENDING|JobHeldUser|%s|%s\n' "$((200000 + 10#${n##*chain}))" "$RC_RUN_DIR/${n#*:}" "$n"
+  i=$((10#${n##*chain}))
+  # RC_STUB_LIVE_EVEN: the even chains' own jobs queued, the odd chains' ended (not shown);
+  # else a job of another id for every chain (sacct must then be asked of every chain's).
+  if [[ -n ${RC_STUB_LIVE_EVEN:-} ]]; then (( i % 2 )) && continue; id=$((100000 + i))
+  else id=$((200000 + i)); fi
+  printf '%s|PENDING|JobHeldUser|N/A|0:00|%s|%s\n' "$id" "$RC_RUN_DIR/${n#*:}" "$n"
 done
 """
 
@@ -110,6 +116,29 @@ def test_status_of_10000_chains_asks_in_chunks(tmp_path: Path) -> None:
     assert calls.count("sacct") >= 2
     assert calls.count("squeue") == 1
     assert "199999" not in snap.squeue
+
+
+def test_status_asks_sacct_only_of_the_jobs_squeue_does_not_show(tmp_path: Path) -> None:
+    """The jobs squeue shows queued are squeue's; only the others reach sacct (slurmdbd, which
+    the site shares), still in chunks; a run whose every job is queued never asks sacct."""
+    run_dir = _run_dir(tmp_path)
+    env = {**_stubs(tmp_path), "RC_RUN_DIR": str(run_dir), "RC_STUB_LIVE_EVEN": "1"}
+    targets = [Target(RUN_ID, str(run_dir))]
+    snap: Snapshot = parse_status_output(_run(render_status_script(targets), env), targets)
+    asked = (tmp_path / "calls.log.ids").read_text().split()
+    assert sorted(asked) == [str(100000 + i) for i in range(1, CHAINS, 2)]
+    assert len(snap.squeue) == CHAINS // 2
+    assert len(snap.sacct) == CHAINS // 2
+    assert set(snap.squeue).isdisjoint(snap.sacct)
+
+    # Every chain queued (a run of held chains, every poll of a live run): no sacct at all.
+    for i in range(1, CHAINS, 2):
+        (run_dir / f"chain{i:05d}" / CHAIN_FILE).write_text(f"{100000 + i - 1}\n")
+    (tmp_path / "calls.log").unlink()
+    snap = parse_status_output(_run(render_status_script(targets), env), targets)
+    assert (tmp_path / "calls.log").read_text().split() == ["squeue"]
+    assert snap.sacct_ok
+    assert not snap.sacct
 
 
 def test_cancel_of_4500_chains_asks_squeue_in_chunks(tmp_path: Path) -> None:

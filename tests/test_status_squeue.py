@@ -48,17 +48,18 @@ done < "$RC_STUB_LISTING"
 
 def _listing(run_dir: Path) -> str:
     lines = [
-        f"{300000 + i}|PENDING|JobHeldUser|{run_dir}/chain{i:02d}|{RUN_ID}:chain{i:02d}"
+        f"{300000 + i}|PENDING|JobHeldUser|N/A|0:00|{run_dir}/chain{i:02d}|{RUN_ID}:chain{i:02d}"
         for i in range(CHAINS)
     ]
     # A requeued twin in squeue's order, another run's job, a name that differs only in case
     # (squeue matches it), a reason holding spaces, and a job whose name is a prefix of ours.
     lines += [
-        f"300100|REQUEUED|BeginTime|{run_dir}/chain03|{RUN_ID}:chain03",
-        "300101|PENDING|JobHeldUser|/elsewhere/chain04|rc-other:chain04",
-        f"300102|PENDING|Priority|{run_dir}/chain05|{RUN_ID.upper()}:CHAIN05",
-        f"300103|RUNNING|None (a reason with spaces)|{run_dir}/chain06|{RUN_ID}:chain06",
-        f"300104|PENDING|JobHeldUser|{run_dir}/chain07|{RUN_ID}:chain0",
+        f"300100|REQUEUED|BeginTime|N/A|0:00|{run_dir}/chain03|{RUN_ID}:chain03",
+        "300101|PENDING|JobHeldUser|N/A|0:00|/elsewhere/chain04|rc-other:chain04",
+        f"300102|PENDING|Priority|N/A|0:00|{run_dir}/chain05|{RUN_ID.upper()}:CHAIN05",
+        f"300103|RUNNING|None (a reason with spaces)|2026-12-01T00:00:00|12:34|{run_dir}/chain06"
+        f"|{RUN_ID}:chain06",
+        f"300104|PENDING|JobHeldUser|N/A|0:00|{run_dir}/chain07|{RUN_ID}:chain0",
     ]
     return "\n".join(lines) + "\n"
 

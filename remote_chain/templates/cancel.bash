@@ -55,7 +55,7 @@ rc_chunks "${names[@]}"
 for (( round = 0; round < __ROUNDS__; round++ )); do
   q="" failed=""
   for namelist in "${rc_chunk_list[@]}"; do
-    part=$(command squeue --noheader --me --format='%i|%T|%Z|%j' --name="$namelist" 2>&1) || { failed=$part; break; }
+    part=$(rc_query squeue --noheader --me --format='%i|%T|%Z|%j' --name="$namelist" 2>&1) || { failed=$part; break; }
     q+=${q:+$'\n'}$part
   done
   if [[ -n $failed ]]; then rc_emit SQUEUE_FAILED "$failed"; sleep 1; continue; fi

@@ -16,7 +16,7 @@ if [[ $RC_EXECUTOR == slurm ]]; then
   done
   out=$(rc_run sbatch --version); rc_fact version $? "$out"
   out=$(rc_run scontrol show config); rc_fact config $? "$out"
-  if out=$(timeout 20 sacct -X --noheader --parsable2 --starttime now-1hours --format=JobIDRaw 2>&1); then
+  if out=$(rc_query timeout 20 sacct -X --noheader --parsable2 --starttime now-1hours --format=JobIDRaw 2>&1); then
     rc_check accounting ok "sacct answers ($(printf '%s\n' "$out" | grep -c .) jobs in the last hour)"
   else
     rc_check accounting fail "$out"
@@ -32,12 +32,12 @@ if [[ $RC_EXECUTOR == slurm ]]; then
     out=$(rc_run sacctmgr -nP show assoc where user="$(id -un)" format="$RC_ASSOC_FORMAT"); rc_fact assoc $? "$out"
     out=$(rc_run sacctmgr -nP show qos format="$RC_QOS_FORMAT"); rc_fact qos $? "$out"
   fi
-  out=$(squeue --noheader --me --format=%i 2>/dev/null | grep -c .); rc_fact queued 0 "$out"
+  out=$(rc_query squeue --noheader --me --format=%i 2>/dev/null | grep -c .); rc_fact queued 0 "$out"
   # sbatch --test-only validates a submission without queuing it: first as a chain's links are
   # submitted (the profile's own options), then with each option a chain relies on. 24.11
   # refuses afternotok on a job slurmctld does not know, so the probe depends on a job it
   # knows when there is one (anyone's: depending on another user's job is allowed).
-  dep=$(squeue --noheader --format=%i 2>/dev/null | grep -E '^[0-9]+$' | head -n 1); dep=${dep:-1}
+  dep=$(rc_query squeue --noheader --format=%i 2>/dev/null | grep -E '^[0-9]+$' | head -n 1); dep=${dep:-1}
   rc_fact probe_job 0 "$dep"
   out=$(rc_run sbatch --test-only "${RC_SBATCH[@]}" --wrap=true); rc_fact test_base $? "$out"
   out=$(rc_run sbatch --test-only "${RC_SBATCH[@]}" --kill-on-invalid-dep=yes --wrap=true); rc_fact test_kill $? "$out"

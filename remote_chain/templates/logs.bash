@@ -14,7 +14,7 @@ log="$b/__LOGS__/$job.log"
 rc_guard "$log"
 live=0
 if [[ $RC_EXECUTOR == slurm ]]; then
-  [[ -n $(command squeue --noheader --format=%i --jobs "$job" 2>/dev/null) ]] && live=1
+  [[ -n $(rc_query squeue --noheader --format=%i --jobs "$job" 2>/dev/null) ]] && live=1
 else
   kill -0 "$job" 2>/dev/null && live=1
 fi

@@ -95,9 +95,7 @@ rc_check_trust() {
 # pending successor (a second one queued) or a running lease owner (its lease broken, two
 # runners). Dropped for our own queries only; the runner keeps the user's environment.
 rc_slurm() {
-  command env -u SQUEUE_ACCOUNT -u SQUEUE_LICENSES -u SQUEUE_NAMES -u SQUEUE_PARTITION \
-    -u SQUEUE_QOS -u SQUEUE_STATES -u SQUEUE_USERS \
-    timeout -k 2 "${RC_QT:-$RC_QUERY_TIMEOUT}" "$@"
+  command env __SLURM_ENV_DROP__ timeout -k 2 "${RC_QT:-$RC_QUERY_TIMEOUT}" "$@"
 }
 # Inside the lookup a query gets at most what is left of the window (+2 s), so the whole lookup
 # ends within the window plus a few seconds even when every query hangs.

@@ -35,7 +35,7 @@ fi
 for i in "${!RC_BENCHES[@]}"; do
   bench=${RC_BENCHES[$i]} b="$RC_RUN_DIR/${RC_BENCHES[$i]}"
   if [[ ! -f $b/__JOB__ ]]; then rc_emit NOBENCH "$bench"; continue; fi
-  live=$(command squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { rc_fail "$bench" "$live"; continue; }
+  live=$(rc_query squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { rc_fail "$bench" "$live"; continue; }
   live=$(printf '%s\n' "$live" | awk -v d="$b" '$2 == d {print $1}')  # not a twin chain's
   if [[ -n $live ]]; then rc_emit LIVE "$bench" "${live//$'\n'/ }"; continue; fi
   # A chain submitted with secrets whose file went when it ended (issue 9 class 4): queued

@@ -22,7 +22,7 @@ for bench in "${RC_BENCHES[@]}"; do
 done
 if (( ${#ids[@]} )); then
   ids_csv=$(IFS=,; printf '%s' "${ids[*]}")
-  if out=$(timeout 60 sacct -X --duplicates --parsable2 --noheader --format=__SACCT_FIELDS__ \
+  if out=$(rc_query timeout 60 sacct -X --duplicates --parsable2 --noheader --format=__SACCT_FIELDS__ \
       --starttime "$since" --endtime now --jobs "$ids_csv" 2>&1); then
     rc_emit SACCT ok "$out"
   else

@@ -90,12 +90,12 @@ if [[ $RC_EXECUTOR != shell && ${#rc_ids[@]} -gt 0 ]]; then
   declare -A rc_seen=()
   rc_idlist=$(IFS=,; echo "${rc_ids[*]}")
   while IFS='|' read -r id name; do rc_seen[$id]=$name; done \
-    < <(command squeue --noheader --states=all --jobs="$rc_idlist" --format='%i|%j' 2>/dev/null)
+    < <(rc_query squeue --noheader --states=all --jobs="$rc_idlist" --format='%i|%j' 2>/dev/null)
   rc_missing=()
   for id in "${rc_ids[@]}"; do [[ -n ${rc_seen[$id]:-} ]] || rc_missing+=("$id"); done
   if (( ${#rc_missing[@]} )); then
     while IFS='|' read -r id name; do rc_seen[$id]=$name; done \
-      < <(command sacct -X --noheader --parsable2 --starttime=now-1hours --jobs="$(IFS=,; echo "${rc_missing[*]}")" \
+      < <(rc_query sacct -X --noheader --parsable2 --starttime=now-1hours --jobs="$(IFS=,; echo "${rc_missing[*]}")" \
             --format=JobIDRaw,JobName 2>/dev/null)
   fi
   for i in "${!RC_BENCHMARKS[@]}"; do
@@ -133,6 +133,6 @@ cat __LOG__
 if [[ $RC_EXECUTOR == slurm ]]; then
   u=$(id -un)
   rc_emit LIMITS "$(timeout 5 scontrol -o show assoc_mgr users="$u" flags=assoc,qos 2>/dev/null)" \
-    "$(command squeue --noheader --me --format=%i 2>/dev/null | grep -c .)" "$u"
+    "$(rc_query squeue --noheader --me --format=%i 2>/dev/null | grep -c .)" "$u"
 fi
 rc_emit DONE

@@ -83,3 +83,8 @@ rc_emit_gz() {
   rc_wire_line "${@:1:$#-1}"
   printf '%s\t%sz%s\n' "$rc_wire" "$rc_wire_bs" "$(command gzip -c < "${!#}" 2>/dev/null | base64 -w 0)"
 }
+# rc_query COMMAND ARG...: one of our own Slurm queries (squeue, sacct), run without the
+# variables that filter or reshape what it prints (sacct.py's SLURM_QUERY_ENV_DROP): a login
+# shell's rc file may export SQUEUE_STATES=RUNNING, and a pending chain would read as gone.
+# `command env` execs the binary, never a shell function or alias of that name (issue 14).
+rc_query() { command env __SLURM_ENV_DROP__ "$@"; }

@@ -58,6 +58,9 @@ CAREFUL_TARGET = 5.0  # cold submit vs the careful by-hand baseline at 50 ms
 SSH, STATUS, SUBMIT, CAREFUL = "bare ssh true", "status --json", "submit --json", "careful OpenSSH"
 AGENT = "status --json, agent running (persist)"
 SSH24, STATUS24 = "bare ssh true, Slurm 24.11's login node", "status --json, Slurm 24.11"
+# status asks sacct only of the jobs squeue no longer shows: a held chain's status asks none,
+# an ended chain's asks it of its jobs (22.05's sacct: ~95 ms). Both are shown.
+ENDED = "status --json, an ended chain (its jobs from sacct)"
 FLOOR = "floor: python + asyncssh, `true`"  # benchlib/floor.py
 CARD = "floor + the card's packages, `true`"  # pydantic-settings, structlog, tenacity, anyio
 FAST = "floor + the card's packages + fast auth, `true`"  # remote/fastauth.py: 1 auth flight
@@ -128,6 +131,7 @@ def p9_cold(ctx: Ctx) -> None:
     # The 1-chain runs that status reads, recorded in the CLI's own index by a cold submit.
     run_id = _one_chain(ctx, folders[0.0], CLUSTER, one, env)
     run_id24 = _one_chain(ctx, folders24[0.0], CLUSTER24, one, env)
+    run_ended = _ended_chain(ctx, folders[0.0], one, env)
 
     # P8: the same status with the persistent connection: an agent per delay, started by
     # the first command of the warm-up round, stopped at the end.
@@ -139,7 +143,17 @@ def p9_cold(ctx: Ctx) -> None:
     }
     samples = _Samples()
     setup = _Setup(
-        folders, targets, profiles, env, agent_env, config, run_id, folders24, targets24, run_id24
+        folders,
+        targets,
+        profiles,
+        env,
+        agent_env,
+        config,
+        run_id,
+        folders24,
+        targets24,
+        run_id24,
+        run_ended,
     )
     try:
         _rounds(ctx, samples, setup)
@@ -190,6 +204,7 @@ class _Setup:
     folders24: dict[float, Path]
     targets24: dict[float, SshTarget]
     run_id24: str
+    run_ended: str
 
 
 def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
@@ -199,6 +214,7 @@ def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
     # -c: the agent's rows use another state folder, which has no index entry for the run.
     status = ["status", run_id, "-c", PROFILE, "--json"]
     status24 = ["status", setup.run_id24, "-c", PROFILE, "--json"]
+    ended = ["status", setup.run_ended, "-c", PROFILE, "--json"]
     for rnd in range(ctx.runs + 1):
         ctx.progress(
             f"P9 cold commands: round {rnd}/{ctx.runs}" + (" (warm-up)" if rnd == 0 else "")
@@ -221,6 +237,7 @@ def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
                     ctx, "P9 fast", _timed, floor.argv(t, card=True, fast=True), env, ctx.tmp
                 ),
                 STATUS: retried(ctx, "P9 status", _timed, [*cli, *status], env, ctx.tmp),
+                ENDED: retried(ctx, "P9 status ended", _timed, [*cli, *ended], env, ctx.tmp),
                 AGENT: retried(ctx, "P8 status", _timed, [*cli, *status], agent_env, ctx.tmp),
             }
             wall, cpu, out = retried(
@@ -264,6 +281,22 @@ def _one_chain(ctx: Ctx, folder: Path, cluster: str, config: Path, env: dict[str
     ctx.rig.run_ids.add(run_id)
     ctx.rig.track(cluster, [str(s["job_id"]) for s in created["submissions"] if s["job_id"]])
     return run_id
+
+
+def _ended_chain(ctx: Ctx, folder: Path, config: Path, env: dict[str, str]) -> str:
+    """One held chain on the 22.05 cluster, cancelled, once status (and so sacct) reads it
+    `cancelled`: its status must ask sacct, where a queued chain's asks only squeue."""
+    run_id = _one_chain(ctx, folder, CLUSTER, config, env)
+    cli = [*CLI, "--clusters-dir", str(folder)]
+    _timed([*cli, "cancel", run_id, "-c", PROFILE, "--json"], env, ctx.tmp)
+    states: list[str] = []
+    for _ in range(120):  # accounting may lag the cancel by a few seconds; bounded
+        _, _, out = _timed([*cli, "status", run_id, "-c", PROFILE, "--json"], env, ctx.tmp)
+        states = [str(c["state"]) for c in json.loads(out)["chains"]]
+        if states == ["cancelled"]:
+            return run_id
+        time.sleep(1)
+    raise RuntimeError(f"P9: the cancelled chain {run_id} still reads {states}")
 
 
 def _bare_ssh(t: SshTarget) -> list[str]:
@@ -329,7 +362,12 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
                 r.median <= RATIO_TARGET,
                 f"{r.median:.2f}x (paired median of {r.n}; "
                 f"{statistics.median(samples.wall[method, d50]):.3f} s vs "
-                f"{statistics.median(samples.wall[SSH, d50]):.3f} s)",
+                f"{statistics.median(samples.wall[SSH, d50]):.3f} s)"
+                + (
+                    "; a held chain, read from squeue alone (an ended one: p9.ratio.ended)"
+                    if method == STATUS
+                    else ""
+                ),
             )
         )
         local = Summary.of(
@@ -357,6 +395,18 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
                 f"{extra_wall.median:.3f} s (includes the login node's own work)",
             )
         )
+    r = _ratios(samples, ENDED, SSH, d50)
+    ctx.rows.append(
+        Row(
+            "p9.ratio.ended",
+            f"P9 cold `{STATUS}` of an ended chain at 50 ms / a bare ssh (its jobs from sacct)",
+            f"{r.median:.2f}x [{r.min:.2f}-{r.max:.2f}]",
+            baseline=f"{statistics.median(samples.wall[ENDED, d50]):.3f} s vs "
+            f"{statistics.median(samples.wall[SSH, d50]):.3f} s",
+            target="(information: 22.05's sacct, p9.sacct)",
+            data=r.to_json(),
+        )
+    )
     r = _ratios(samples, STATUS24, SSH24, d50)
     ctx.verdicts.append(
         Verdict(

@@ -288,20 +288,23 @@ def p5_status_calls(ctx: Ctx, srig: StatusRig, shims: Path) -> None:
         lines = [line.split() for line in log.read_text().splitlines()]
         mine = [w for w in lines if len(w) == 4 and w[2] == tag]
         counts[n] = (sum(w[3] == "sacct" for w in mine), sum(w[3] == "squeue" for w in mine))
-    ok = all(c == (1, 1) for c in counts.values())
+    # Issue 5 asked exactly 1 sacct and 1 squeue; since issue 13 status asks sacct only of the
+    # jobs squeue no longer shows, so these polls of held (queued) chains ask it nothing: the
+    # controller load is bounded as asked, and slurmdbd is spared. At most 1 is the target now.
+    ok = all(sacct <= 1 and squeue == 1 for sacct, squeue in counts.values())
     for n, (sacct, squeue) in counts.items():
         ctx.rows.append(
             Row(
                 f"p5.status.{n}",
                 f"P5 status poll of {n} chain(s): calls seen by the shims",
                 f"{sacct} sacct, {squeue} squeue",
-                target="exactly 1 and 1",
-                met=(sacct, squeue) == (1, 1),
+                target="<= 1 and 1 (0 sacct: every job is queued)",
+                met=sacct <= 1 and squeue == 1,
             )
         )
     ctx.verdicts.append(
         Verdict(
-            "P5 status: exactly 1 sacct and 1 squeue per cluster per poll",
+            "P5 status: at most 1 sacct and exactly 1 squeue per cluster per poll",
             ok,
             "; ".join(f"{n} chains: {a} sacct, {b} squeue" for n, (a, b) in counts.items()),
         )

@@ -140,6 +140,16 @@ def test_submit_status_cancel_leaves_nothing_queued(
     # Cancel once a link runs and its successor waits: the case with most to clean up.
     j1 = chain.wait_running()
     j2 = chain.events("successor", j1)[0].args[0]
+    # Both jobs queued: status reads them from squeue alone (sacct is asked only of jobs squeue
+    # no longer shows), and says what sacct would: j1's start, its time used; j2 not started.
+    live = {str(j.job_id): j for j in chain.status().jobs}
+    running, pending = live[j1], live[j2]
+    assert (running.state, pending.state) == ("RUNNING", "PENDING"), live
+    started = devcluster.slurm(version.cluster, "sacct", "-X", "-n", "-P", "-j", j1, "-o", "Start")
+    assert running.start == started.stdout.strip(), (running, started.stdout)
+    assert running.elapsed_s is not None, running
+    assert 0 <= running.elapsed_s < 600, running
+    assert (pending.start, pending.elapsed_s) == ("", 0), pending
 
     cancelled = client.call(lambda rc: rc.cancel(result.run_id))
     assert cancelled.ok, cancelled.to_json()

@@ -32,7 +32,7 @@ import pytest
 from sshd import HOST as SSHD_HOST
 from sshd import running_sshd
 
-from .conftest import Lab, slurm
+from .conftest import Lab, slurm, squeue_jobs, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -380,3 +380,41 @@ def test_verbose_names_the_profile_and_known_hosts_files(lab: Lab) -> None:
     assert used, done.stderr
     assert used[0]["profile"] == str(profile)
     assert used[0]["known_hosts"] == str(lab.known_hosts)
+
+
+def test_squeue_filters_in_the_login_files_hide_no_job(lab: Lab, login: tuple[Path, Path]) -> None:
+    """`export SQUEUE_STATES=RUNNING` (and a partition, SLURM_TIME_FORMAT) in the login files:
+    status still sees the pending chain, resume does not queue a second one beside it, and
+    cancel still cancels it. Each of the three reads the queue with squeue, which honours those
+    variables as if given on its command line (checked on 22.05)."""
+    home, _ = login
+    with (home / ".bash_profile").open("a") as handle:
+        handle.write(
+            "export SQUEUE_STATES=RUNNING SQUEUE_PARTITION=nosuch SLURM_TIME_FORMAT=relative\n"
+        )
+    run_id = f"rc-nb-{secrets.token_hex(4)}"
+    lab.cluster_of["private"] = "local"
+    (name,) = lab.track("private", run_id, ["a"])
+    held = {"command": "true", "slurm": {"extra_args": ["--hold"]}}
+    config = lab.config({"benchmarks": {"a": held}})
+    done = lab.cli("submit", str(config), "-c", "private", "--run-id", run_id, "--json")
+    assert done.returncode == 0, done.stderr
+    (job_id,) = [s["job_id"] for s in json.loads(done.stdout)["submissions"]]
+
+    status = lab.cli("status", run_id, "-c", "private", "--json")
+    assert status.returncode == 0, status.stderr
+    (chain,) = json.loads(status.stdout)["chains"]
+    assert chain["state"] == "pending", chain
+    assert [(j["job_id"], j["state"]) for j in chain["jobs"]] == [(job_id, "PENDING")]
+
+    resumed = lab.cli("resume", run_id, "-c", "private", "--json")
+    assert resumed.returncode != 0, resumed.stdout  # refused: the chain is queued
+    assert list(squeue_jobs("local", [name])) == [job_id]
+
+    cancelled = lab.cli("cancel", run_id, "-c", "private", "--json")
+    assert cancelled.returncode == 0, cancelled.stderr
+    wait_until(
+        lambda: True if not squeue_jobs("local", [name]) else None,
+        timeout=60,
+        what=f"{name} off the queue",
+    )
