@@ -128,9 +128,15 @@ def _chain_ids(files: ChainFiles, problems: list[str]) -> list[JobId]:
 
 
 def derive(
-    cluster: str, files: ChainFiles, snap: Snapshot, *, executor: Executor = "slurm"
+    cluster: str,
+    files: ChainFiles,
+    snap: Snapshot,
+    *,
+    executor: Executor = "slurm",
+    time_limit_s: int | None = None,
 ) -> ChainStatus:
-    """The chain's state and jobs, from what one status exec saw."""
+    """The chain's state and jobs, from what one status exec saw; ``time_limit_s`` (each
+    link's walltime, from the run record) is carried into the status as it is."""
     problems: list[str] = []
     chain_ids = _chain_ids(files, problems)
     walltime = _int_file(files, "walltime", problems)
@@ -144,7 +150,9 @@ def derive(
     if executor == "shell":
         state = _shell_state(first_id, files, snap)
         shell_jobs = (JobView(JobId(first_id), state.value.upper()),) if first_id else ()
-        return _status(cluster, files, state, shell_jobs, walltime, retries, problems, [])
+        return _status(
+            cluster, files, state, shell_jobs, walltime, retries, problems, [], time_limit_s
+        )
 
     ids: list[JobId] = list(chain_ids)
     if JOB_ID_RE.match(first_id) and first_id not in ids:
@@ -171,7 +179,7 @@ def derive(
         if ev.kind == EventKind.LEASE_UNSUPPORTED
     ]
     state = _chain_state(files, snap, ids, chain_ids, events, problems)
-    return _status(cluster, files, state, jobs, walltime, retries, problems, warnings)
+    return _status(cluster, files, state, jobs, walltime, retries, problems, warnings, time_limit_s)
 
 
 def successor_warning(event: Event) -> str:
@@ -191,6 +199,7 @@ def _status(  # noqa: PLR0917 - a private constructor helper, every field positi
     retries: int | None,
     problems: list[str],
     warnings: list[str],
+    time_limit_s: int | None,
 ) -> ChainStatus:
     return ChainStatus(
         cluster=cluster,
@@ -203,6 +212,7 @@ def _status(  # noqa: PLR0917 - a private constructor helper, every field positi
         remote_dir=files.remote_dir,
         error="; ".join(problems) or None,
         warnings=tuple(warnings),
+        time_limit_s=time_limit_s,
     )
 
 

@@ -63,10 +63,10 @@ from remote_chain.resumecaps import (
 )
 from remote_chain.resumecaps import parse_facts as parse_resume_facts
 from remote_chain.retries import RetryPolicy, connect, lost_submit
-from remote_chain.runstatus import lagging, statuses
+from remote_chain.runstatus import Polled, lagging, statuses
 from remote_chain.script import SECRETS_FILE
 from remote_chain.settings import Settings
-from remote_chain.snapshot import Snapshot, Target, parse_status_output, render_status_script
+from remote_chain.snapshot import Target, parse_status_output, render_status_script
 
 log = structlog.get_logger("remote_chain")
 
@@ -268,28 +268,26 @@ class ClusterSession:
         return answer
 
     # --- status -------------------------------------------------------------------------------
-    async def snapshot(self, targets: Sequence[Target], *, retry_lag: bool = True) -> Snapshot:
-        """One status exec for all targets; retried (bounded) while accounting lags."""
-        script = render_status_script(targets, executor=self.profile.executor)
-
-        async def poll() -> Snapshot:
-            return parse_status_output(await self.read(script, what="status"), targets)
-
-        if not retry_lag:
-            return await poll()
-        policy = self.retry.accounting_lag(
-            lambda snap: lagging(self.name, snap, self.profile.executor),
-            on_retry=lambda attempt: self.log.info("sacct_retrying", attempt=attempt),
-            on_give_up=lambda: self.log.warning("sacct_lagging", detail="some chains stay unknown"),
-        )
-        snap: Snapshot = await policy(poll)
-        return snap
-
     async def status(
         self, targets: Sequence[Target], *, retry_lag: bool = True
     ) -> list[ChainStatus]:
-        snap = await self.snapshot(targets, retry_lag=retry_lag)
-        return statuses(self.name, snap, self.profile.executor)
+        """One status exec for all targets, every chain derived once per poll; the poll is
+        retried (bounded) while accounting lags."""
+        script = render_status_script(targets, executor=self.profile.executor)
+
+        async def poll() -> Polled:
+            snap = parse_status_output(await self.read(script, what="status"), targets)
+            return Polled(snap, statuses(self.name, snap, self.profile.executor))
+
+        if not retry_lag:
+            return (await poll()).chains
+        policy = self.retry.accounting_lag(
+            lambda polled: lagging(polled, self.profile.executor),
+            on_retry=lambda attempt: self.log.info("sacct_retrying", attempt=attempt),
+            on_give_up=lambda: self.log.warning("sacct_lagging", detail="some chains stay unknown"),
+        )
+        polled: Polled = await policy(poll)
+        return polled.chains
 
     # --- cancel, resume, logs, doctor ----------------------------------------------------------
     async def cancel(self, run_id: str, run_dir: str, benchmarks: Sequence[str]) -> CancelAnswer:

@@ -139,3 +139,39 @@ def test_only_a_plainly_named_top_level_command_is_built_alone() -> None:
     assert len(app.registered_commands) > 1  # the app itself untouched
     for argv in (["agent", "status"], ["forget"], ["statu"], ["--help"]):
         assert command_app(app, argv) is app, argv
+
+
+def test_the_collector_is_off_through_start_up_and_on_in_the_event_loop() -> None:
+    """The console script runs the command with the cyclic collector off (start-up frees
+    almost nothing it allocates), and the command's event loop runs with it on again, every
+    start-up object frozen out of its scans: `wait` collects as any long process must."""
+    code = (
+        "import gc, sys\n"
+        "import remote_chain.cli as cli\n"
+        "from remote_chain.cli import frame\n"
+        "def fake_main():\n"
+        "    before = gc.isenabled()\n"
+        "    frame.collector_on()\n"
+        "    print(before, gc.isenabled(), gc.get_freeze_count() > 10000)\n"
+        "cli.main = fake_main\n"
+        "sys.argv = ['remote-chain', 'status']\n"
+        "import os; os.environ['REMOTE_CHAIN_LAUNCHER'] = 'off'\n"
+        "from remote_chain.launch import main\n"
+        "main()\n"
+    )
+    done = _python(code)
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr
+
+
+def test_the_collector_is_left_alone_when_it_is_on() -> None:
+    """A process that never turned the collector off (a test, the warm launcher's child)
+    keeps it as it was: nothing is frozen."""
+    code = (
+        "import gc\n"
+        "from remote_chain.cli import frame\n"
+        "frozen = gc.get_freeze_count()\n"
+        "frame.collector_on()\n"
+        "print(gc.isenabled(), gc.get_freeze_count() == frozen)\n"
+    )
+    done = _python(code)
+    assert done.stdout.split() == ["True", "True"], done.stderr

@@ -16,6 +16,7 @@ Only typer and small modules are imported at the top (start-up time, see ``cli/_
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -81,11 +82,20 @@ class Invocation:
         """The command's one event loop: an Orchestrator used as ``async with``, then closed."""
         import anyio  # noqa: PLC0415 - start-up time
 
-        async def main() -> T:
-            async with self.orchestrator() as rc:
-                return await flow(rc)
+        # The result leaves through a box, not as the main task's result: asyncio's Runner
+        # puts the task in its SIGINT handler, and restoring that handler makes the signal
+        # module build repr(handler) for a ValueError it catches (signal._int_to_enum), the
+        # task's result included, in full (reprlib truncates a dataclass's repr only after
+        # making it): ~60 ms for a 10,000-chain status, twice (issue 13, P7).
+        box: list[T] = []
 
-        return anyio.run(main, backend="asyncio")
+        async def main() -> None:
+            async with self.orchestrator() as rc:
+                box.append(await flow(rc))
+
+        collector_on()
+        anyio.run(main, backend="asyncio")
+        return box[0]
 
     @contextmanager
     def progress(self, status: str) -> Iterator[_Progress]:
@@ -104,6 +114,15 @@ class Invocation:
             write_json(document)
         else:
             stdout_console().print(view())
+
+
+def collector_on() -> None:
+    """The cyclic garbage collector back on, if start-up turned it off (launch.main), with
+    every object made so far frozen: they live as long as the process, and ``wait`` or
+    ``logs --follow`` must not scan them on every collection."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def write_json(document: object) -> None:

@@ -292,9 +292,16 @@ class _Timed:
 
 
 def _status_all(ctx: Ctx, folder: Path, run_id: str, probe: Probe) -> tuple[_Timed, StatusResult]:
+    # The result leaves through a box, as the CLI's does (cli/frame.py Invocation.run): as the
+    # main task's result, asyncio.run's SIGINT restore would format its whole repr.
+    box: list[StatusResult] = []
+
+    async def poll() -> None:
+        box.append(await _status_all_async(ctx, folder, run_id, probe))
+
     t0 = time.monotonic()
-    result = asyncio.run(_status_all_async(ctx, folder, run_id, probe))
-    return _Timed(time.monotonic() - t0), result
+    asyncio.run(poll())
+    return _Timed(time.monotonic() - t0), box[0]
 
 
 def _wait(ctx: Ctx, folder: Path, run_id: str, chains: int) -> None:
