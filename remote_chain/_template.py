@@ -17,6 +17,7 @@ from remote_chain import layout
 from remote_chain.guard import GUARD_PLACEHOLDER, UNSAFE_EXIT, trusted_bench_files
 
 WIRE_PLACEHOLDER = "__WIRE__"
+CHAINS_AWK_PLACEHOLDER = "__CHAINS_AWK__"
 # Substituted per render, not from the map (the submit's base64 tarball).
 PER_RENDER = frozenset({"__PAYLOAD__"})
 PLACEHOLDER = re.compile(r"__[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*__")
@@ -108,9 +109,15 @@ def template_subs() -> Mapping[str, str]:
             "__ROUNDS__": str(CANCEL_ROUNDS),
             "__MAX__": str(MAX_FILE_BYTES),
             "__INLINE__": str(INLINE_FILE_BYTES),
-            "__FILES__": "\n    ".join(
+            "__FILES__": "\n  ".join(
                 f'[[ -e "$b/{name}" ]] && rc_file {kind} "$b/{name}"'
                 for kind, name in CHAIN_FILES.items()
+            ),
+            # chains.awk's table of the same files, and find's test for every name it reads.
+            "__AWK_KINDS__": " ".join(f"{kind}={name}" for kind, name in CHAIN_FILES.items()),
+            "__AWK_NAMES__": " -o ".join(
+                f"-name {name}"
+                for name in (*CHAIN_FILES.values(), layout.CANCEL_MARKER, layout.JOB_SCRIPT)
             ),
             # The shared ownership check (guard.py).
             "__UNSAFE_EXIT__": str(UNSAFE_EXIT),
@@ -135,6 +142,13 @@ def _rendered(name: str) -> str:
         text = text.replace(GUARD_PLACEHOLDER, _rendered("guard.bash"))
     if WIRE_PLACEHOLDER in text:  # the one wire codec of every answer (wire.py)
         text = text.replace(WIRE_PLACEHOLDER, _rendered("wire.bash"))
+    if CHAINS_AWK_PLACEHOLDER in text:  # status.bash's reader, one single-quoted awk program
+        # Its comments stay here: the program travels in every status exec.
+        lines = _rendered("chains.awk").splitlines()
+        program = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+        if "'" in program:
+            raise ValueError("chains.awk must hold no single quote: bash passes it in '...'")
+        text = text.replace(CHAINS_AWK_PLACEHOLDER, program)
     subs = template_subs()
     return PLACEHOLDER.sub(lambda m: subs.get(m.group(), m.group()), text)
 
