@@ -8,14 +8,18 @@ rc_bench whole. rc_bench's calls are logged, so each test also proves which read
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from remote_chain.guard import UNSAFE_EXIT
 from remote_chain.layout import (
     CANCEL_MARKER,
     CHAIN_FILE,
@@ -23,6 +27,7 @@ from remote_chain.layout import (
     EXIT_FILE,
     FIRST_JOB_FILE,
     JOB_SCRIPT,
+    LEASE_FILE,
     RETRIES_FILE,
     WALLTIME_FILE,
 )
@@ -38,6 +43,7 @@ RUN_ID = "rc-20261201T000000Z-abcdef"
 THRESHOLD = "(( ${#wanted[@]} > 8 ))"
 BENCH_FN = "rc_bench() {"
 AWKS = ("mawk", "gawk")
+OTHER_USER = "rcuser"  # made by scripts/dev-cluster up, as tests/test_agent.py uses it
 # squeue and sacct answer nothing: the records compared here are the chains' own.
 _QUIET = "#!/bin/sh\nexit 0\n"
 
@@ -57,8 +63,16 @@ def _tools(tmp: Path, awk: str) -> dict[str, str]:
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LC_ALL": "C.UTF-8"}
 
 
-def _run(script: str, env: dict[str, str], log: Path, *, fast: bool) -> tuple[str, list[str]]:
-    """The script's payload with the reader forced, and the benchmarks rc_bench was called for."""
+@dataclass(frozen=True)
+class _Ran:
+    payload: str  # every record, up to the end marker
+    refused: tuple[str, ...]  # the guard's lines on stderr
+    status: str  # the script's exit status, after the end marker
+    called: tuple[str, ...]  # the benchmarks rc_bench read
+
+
+def _run(script: str, env: dict[str, str], log: Path, *, fast: bool) -> _Ran:
+    """The script run with the reader forced."""
     assert THRESHOLD in script
     assert BENCH_FN in script
     forced = script.replace(THRESHOLD, "(( 1 ))" if fast else "(( 0 ))")
@@ -67,22 +81,28 @@ def _run(script: str, env: dict[str, str], log: Path, *, fast: bool) -> tuple[st
     wrapped, nonce = wrap(forced)
     proc = subprocess.run(["bash", "-s"], input=wrapped.encode(), capture_output=True, env=env)
     text = proc.stdout.decode("utf-8", "surrogateescape")
-    begin = f"__REMOTE_CHAIN_BEGIN_{nonce}\n"
+    begin, end = f"__REMOTE_CHAIN_BEGIN_{nonce}\n", f"\n__REMOTE_CHAIN_END_{nonce}"
     assert begin in text, proc.stderr
-    payload = text[text.index(begin) + len(begin) : text.index(f"\n__REMOTE_CHAIN_END_{nonce}")]
-    called = log.read_text().split("\0")[:-1] if log.exists() else []
-    return payload, called
+    refused = tuple(
+        line for line in proc.stderr.decode().splitlines() if "remote-chain refused" in line
+    )
+    return _Ran(
+        text[text.index(begin) + len(begin) : text.index(end)],
+        refused,
+        text[text.index(end) + len(end) :].strip(),
+        tuple(log.read_text().split("\0")[:-1]) if log.exists() else (),
+    )
 
 
-def _both(tmp: Path, targets: list[Target], awk: str) -> tuple[str, list[str], list[str]]:
-    """Both readers' payloads must be equal: the payload, and who rc_bench read in each."""
+def _both(tmp: Path, targets: list[Target], awk: str) -> tuple[_Ran, _Ran]:
+    """Both readers' runs, which must send the same bytes and refuse the same paths."""
     env = _tools(tmp, awk)
     script = render_status_script(targets)
     log = tmp / "bench.log"
-    fast, fast_called = _run(script, env, log, fast=True)
-    slow, slow_called = _run(script, env, log, fast=False)
-    assert fast == slow
-    return fast, fast_called, slow_called
+    fast = _run(script, env, log, fast=True)
+    slow = _run(script, env, log, fast=False)
+    assert (fast.payload, fast.refused, fast.status) == (slow.payload, slow.refused, slow.status)
+    return fast, slow
 
 
 def _chain(run_dir: Path, name: str, files: dict[str, bytes], *, job: bool = True) -> None:
@@ -140,10 +160,10 @@ def test_awk_reads_the_plain_chains_as_rc_bench_does(tmp_path: Path, awk: str) -
         _chain(run_dir, name, files)
     _chain(run_dir, "nojob", PLAIN, job=False)  # listed without job.sh: not a chain
     (run_dir / "files" / "sub").mkdir(parents=True)  # the uploads' folder is no chain
-    payload, fast_called, slow_called = _both(tmp_path, [Target(RUN_ID, str(run_dir))], awk)
-    assert sorted(fast_called) == sorted(ODD)
-    assert sorted(slow_called) == sorted([*SHAPES, *ODD])
-    snap = parse_status_output(payload + "DONE\n", [Target(RUN_ID, str(run_dir))])
+    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], awk)
+    assert sorted(fast.called) == sorted(ODD)
+    assert sorted(slow.called) == sorted([*SHAPES, *ODD])
+    snap = parse_status_output(fast.payload + "DONE\n", [Target(RUN_ID, str(run_dir))])
     chains = {c.benchmark: c for c in snap.runs[0].chains}
     assert sorted(chains) == sorted([*SHAPES, *ODD])
     assert chains["full"].files["events"].content == EVENTS.decode()
@@ -159,9 +179,9 @@ def test_named_benchmarks_keep_their_order_and_the_missing_ones(tmp_path: Path, 
     for name in names:
         _chain(run_dir, name, PLAIN)
     asked = ("b11", "gone", *names[:10])
-    payload, fast_called, _ = _both(tmp_path, [Target(RUN_ID, str(run_dir), asked)], awk)
-    assert fast_called == []
-    snap = parse_status_output(payload + "DONE\n", [Target(RUN_ID, str(run_dir), asked)])
+    fast, _ = _both(tmp_path, [Target(RUN_ID, str(run_dir), asked)], awk)
+    assert fast.called == ()
+    snap = parse_status_output(fast.payload + "DONE\n", [Target(RUN_ID, str(run_dir), asked)])
     assert [c.benchmark for c in snap.runs[0].chains] == [b for b in asked if b != "gone"]
     assert snap.runs[0].missing == ("gone",)
 
@@ -174,8 +194,8 @@ def test_a_run_find_does_not_list_plainly_is_read_by_rc_bench_whole(tmp_path: Pa
     for name in names:
         _chain(run_dir, name, PLAIN)
     (run_dir / "b03" / EXIT_FILE).mkdir()
-    _, fast_called, slow_called = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "mawk")
-    assert fast_called == slow_called == names
+    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "mawk")
+    assert list(fast.called) == list(slow.called) == names
 
 
 # (A newline in a folder's name stops the exec earlier, at the guard, which reads stat's lines.)
@@ -190,27 +210,97 @@ def test_a_folder_named_outside_the_benchmark_names_sends_the_run_to_rc_bench(
     names = [f"b{i:02d}" for i in range(10)]
     for name in [*names, odd_name]:
         _chain(run_dir, name, PLAIN)
-    payload, fast_called, slow_called = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "gawk")
-    assert fast_called == slow_called
-    assert sorted(fast_called) == sorted([*names, odd_name])
-    snap = parse_status_output(payload + "DONE\n", [Target(RUN_ID, str(run_dir))])
+    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "gawk")
+    assert fast.called == slow.called
+    assert sorted(fast.called) == sorted([*names, odd_name])
+    snap = parse_status_output(fast.payload + "DONE\n", [Target(RUN_ID, str(run_dir))])
     assert odd_name in {c.benchmark for c in snap.runs[0].chains}
 
 
-def test_a_symlinked_benchmark_is_refused_before_either_reader(tmp_path: Path) -> None:
-    """A benchmark folder that is a symlink stops the exec at the guard, before any file of
-    the run is read, whichever reader would follow."""
+def _others(path: Path) -> None:
+    """The path owned by the dev cluster's other user (the tests run as root)."""
+    os.chown(path, pwd.getpwnam(OTHER_USER).pw_uid, -1, follow_symlinks=False)
+
+
+def _relink(path: Path) -> None:
+    path.unlink()
+    path.symlink_to("/etc/passwd")
+
+
+# What the guard refuses (guard.bash), each made in one chain of a run of 10; the refusal must
+# name the path, whichever reader runs, and nothing of the run may be sent.
+GUARDED: dict[str, tuple[str, Callable[[Path], object]]] = {
+    "a symlinked benchmark folder": (
+        "elsewhere",
+        lambda d: (d / "elsewhere").symlink_to(d / "b04"),
+    ),
+    "a benchmark folder others may write": ("b05", lambda d: (d / "b05").chmod(0o777)),
+    "a benchmark folder of another user": ("b06", lambda d: _others(d / "b06")),
+    "a state file of another user": (
+        "b07/" + CHAIN_FILE,
+        lambda d: _others(d / "b07" / CHAIN_FILE),
+    ),
+    "a symlinked state file": ("b08/" + RETRIES_FILE, lambda d: _relink(d / "b08" / RETRIES_FILE)),
+    "a job script others may write": (
+        "b02/" + JOB_SCRIPT,
+        lambda d: (d / "b02" / JOB_SCRIPT).chmod(0o666),
+    ),
+    "a fifo for a lease": ("b03/" + LEASE_FILE, lambda d: os.mkfifo(d / "b03" / LEASE_FILE)),
+}
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root (CI runs as root)")
+@pytest.mark.parametrize("case", sorted(GUARDED))
+def test_the_guard_refuses_the_same_paths_before_either_reader_reads(
+    tmp_path: Path, case: str
+) -> None:
+    """Each path the guard checks, made unsafe: the exec stops before any record of a chain,
+    naming that path, with the fast reader as with rc_guard_bench."""
+    run_dir = tmp_path / RUN_ID / "c1"
+    names = [f"b{i:02d}" for i in range(10)]
+    for name in names:
+        _chain(run_dir, name, {**PLAIN, CHAIN_FILE: b"101\n", RETRIES_FILE: b"0\n"})
+    path, make = GUARDED[case]
+    make(run_dir)
+    asked = ("elsewhere", *names) if path == "elsewhere" else ()
+    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir), asked)], "mawk")
+    assert fast.called == slow.called == ()
+    assert "BENCH" not in fast.payload
+    assert fast.status == str(UNSAFE_EXIT), fast
+    (line,) = fast.refused
+    assert f"{run_dir}/{path} " in line, line
+
+
+def test_what_the_guard_does_not_check_does_not_stop_the_fast_reader(tmp_path: Path) -> None:
+    """A folder that is no chain (no job script) others may write, and the runner's own
+    group-writable files in a chain, are not the guard's: the run is read as usual."""
     run_dir = tmp_path / RUN_ID / "c1"
     names = [f"b{i:02d}" for i in range(10)]
     for name in names:
         _chain(run_dir, name, PLAIN)
-    (run_dir / "elsewhere").symlink_to(run_dir / "b04")
-    asked = ("elsewhere", *names)
-    payload, fast_called, slow_called = _both(
-        tmp_path, [Target(RUN_ID, str(run_dir), asked)], "mawk"
-    )
-    assert fast_called == slow_called == []
-    assert "BENCH" not in payload
+    (run_dir / "scratch").mkdir(mode=0o777)
+    (run_dir / "scratch").chmod(0o777)
+    (run_dir / "b01" / "output.txt").write_text("x")
+    (run_dir / "b01" / "output.txt").chmod(0o666)
+    (run_dir / "b01" / "artifacts").chmod(0o777)
+    fast, _ = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "gawk")
+    assert fast.called == ()
+    assert fast.refused == ()
+    assert fast.payload.count("BENCH\t") == len(names)
+
+
+def test_an_odd_file_the_guard_does_not_check_sends_the_run_to_rc_bench(tmp_path: Path) -> None:
+    """The exit file (read, not guarded) as a symlink: not awk's to judge; rc_bench reads it
+    through the link, as it always did."""
+    run_dir = tmp_path / RUN_ID / "c1"
+    names = [f"b{i:02d}" for i in range(10)]
+    for name in names:
+        _chain(run_dir, name, PLAIN)
+    (tmp_path / "exit").write_text("0\n")
+    (run_dir / "b04" / EXIT_FILE).symlink_to(tmp_path / "exit")
+    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "mawk")
+    assert list(fast.called) == list(slow.called) == names
+    assert "exit\tok\t0\\n" in fast.payload
 
 
 _CONTENT = st.binary(max_size=40) | st.lists(

@@ -1,14 +1,18 @@
-# chains.awk: the status exec's reader of every chain's files in one process (status.bash,
-# rc_read_run). bash spent ~0.11 ms of CPU per chain reading them itself: 1.1 s of login-node
-# CPU for a 10,000-chain poll, most of what it cost (issue 13, P7). This awk reads the plain
-# chains and prints the records rc_bench prints for them, byte for byte (a test holds the two
-# to it); whatever is not plain it leaves to rc_bench, the one definition of a record:
-#   - a chain is deferred ("DEFER" in its place) when one of its files is larger than
-#     __INLINE__ bytes, holds a byte outside printable ASCII, a tab or a backslash (rc_emit's
-#     escapes and base64 are rc_bench's), or changed while it was read (not find's size);
-#   - the whole run falls back ("FALLBACK") when find did not list it all as plain folders and
-#     files: a symlink or a fifo where a chain's file or folder is, a folder named as one of
-#     its files, find failing.
+# chains.awk: the status exec's guard and reader of every chain in one process (status.bash,
+# rc_read_run). bash spent ~0.15 ms of CPU per chain on the login node guarding and reading
+# them itself: 1.5 s for a 10,000-chain poll, most of what it cost (issue 13, P7).
+#   - The guard first: from find's listing, the paths rc_guard_bench would check (each
+#     benchmark folder asked, each trusted file in it) that are not ours, are writable by
+#     group or others, or are neither folder nor regular file. Any such path is printed
+#     ("SUSPECT", then the paths) and nothing is read: rc_guard judges them, as always.
+#   - Then every plain chain: the records rc_bench prints for it, byte for byte (a test holds
+#     the two to it); rc_bench stays the one definition of a record. A chain is deferred
+#     ("DEFER" in its place) when one of its files is larger than __INLINE__ bytes, holds a
+#     byte outside printable ASCII, a tab or a backslash (rc_emit's escapes and base64 are
+#     rc_bench's), or changed while it was read (not find's size). The whole run falls back
+#     ("FALLBACK") when the listing is not what a run of ours holds: a folder named as a
+#     chain's file, an odd file the guard does not check, a benchmark named outside NAME_RE,
+#     find failing.
 # POSIX awk (mawk, Debian's default, and gawk) with RS="\0", under LC_ALL=C: lengths are bytes,
 # and a file is one record, read whole, its last newline kept or not as it is.
 #
@@ -25,20 +29,31 @@ BEGIN {
     kind[k] = kv[1]; file[k] = kv[2]; named[kv[2]] = 1; kindno[kv[1]] = k
   }
   named["__CANCEL__"] = 1; named["__JOB__"] = 1
+  nt = split("__TRUSTED__", list, " ")
+  for (k = 1; k <= nt; k++) trusted[list[k]] = 1
   run = ENVIRON["RC_AWK_RUN"]; runid = ENVIRON["RC_AWK_RUN_ID"]; dir = ENVIRON["RC_AWK_DIR"]
   nw = 0; bad = ""; ended = 0
 }
 # A name holding a tab has more fields: it is no benchmark, nor a file of a chain, and is
 # skipped (a benchmark outside NAME_RE is for rc_bench to print).
+# A suspect: the guard's when it is a path the guard checks (a benchmark folder, a trusted
+# file in one); a file read here that the guard does not check is not for awk to judge.
+$1 == "S" && NF == 3 {
+  if ($2 == 1) sdir[$3] = 1
+  else {
+    split($3, q, "/")
+    if (q[2] in trusted) sfiles[q[1]] = sfiles[q[1]] SUBSEP q[2]
+    else if (q[2] in named) bad = $3
+  }
+  next
+}
 $1 == "W" { if (NF == 2 && $2 ~ /^[A-Za-z0-9._-]+$/) want[++nw] = $2; else bad = "a name"; next }
 $1 == "D" && NF == 3 { if ($2 == 1) isdir[$3] = 1; else if (base($3) in named) bad = $3; next }
 $1 == "U" && NF == 3 { if ($2 == 1) closed[$3] = 1; else if (base($3) in named) bad = $3; next }
 $1 == "F" && NF == 4 { if ($2 == 2) { split($4, q, "/"); size[q[1], q[2]] = $3 }; next }
 $1 == "R" && NF == 3 { if ($2 == 2) { split($3, q, "/"); unread[q[1], q[2]] = 1 }; next }
-$1 == "L" && NF == 3 { if ($2 == 1) link[$3] = 1; next }
-$1 == "O" && NF == 3 { bad = $3; next }
 $1 == "END" && NF == 2 { ended = 1; if ($2 != 0) bad = "find " $2; next }
-$1 ~ /^[DURFLOW]$/ { next }
+$1 ~ /^[SDURFW]$/ { next }
 { bad = "an unexpected record" }
 function base(path,    q, n) { n = split(path, q, "/"); return q[n] }
 # One file of chain b, kind k: 1 with its text split at newlines in part[k, 1..parts[k]]
@@ -69,8 +84,16 @@ function ids_of(k,    i, w) {  # the job ids of complete lines (rc_lines drops t
 }
 END {
   if (!ended && bad == "") bad = "no end of the listing"
-  for (w = 1; w <= nw && bad == ""; w++) if (want[w] in link) bad = want[w]
   if (bad != "") { print "FALLBACK\t" bad; exit }
+  # The guard first: the suspects among the folders and trusted files of the chains asked.
+  ns = 0
+  for (w = 1; w <= nw; w++) {
+    if (want[w] in sdir) found[++ns] = dir "/" want[w]
+    if (!(want[w] in sfiles)) continue
+    n = split(sfiles[want[w]], q, SUBSEP)
+    for (k = 2; k <= n; k++) found[++ns] = dir "/" want[w] "/" q[k]
+  }
+  if (ns) { print "SUSPECT"; for (k = 1; k <= ns; k++) print found[k]; exit }
   nid = 0; nn = 0; nr = 0
   for (w = 1; w <= nw; w++) {
     b = want[w]

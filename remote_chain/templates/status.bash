@@ -69,12 +69,16 @@ rc_bench() {  # BENCH: one chain's records (BENCH, FILE, NOBENCH, UNREADABLE); i
     pid=${rc_text[first]%%$'\n'*}; [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null && rc_emit LIVE "$pid"
   fi
 }
-# rc_read_run: the records of every chain in wanted (of run RC_I, folder dir). Past 8 chains of
-# a Slurm run, one find lists the run folder two levels deep and one awk (chains.awk) reads
-# every plain chain's files from that listing: ~0.01 ms a chain where rc_bench costs ~0.11 ms
-# (issue 13, P7). Its records go out in wanted's order, a deferred chain's from rc_bench in
-# its place; anything unexpected (no awk or find, a fallback, output cut short) and every
-# chain is rc_bench's. The listing records end in NUL: no file name can forge one.
+# rc_read_run: the records of every chain in wanted (of run RC_I, folder dir), each folder and
+# file remote-chain trusts in them guarded first. Past 8 chains of a Slurm run, one find lists
+# the run folder two levels deep, and one awk (chains.awk) takes from it what the guard takes
+# from its own find (every trusted path that is not ours, writable by group or others, or not
+# a plain folder or file), then reads every plain chain: ~0.05 ms a chain where rc_guard_bench
+# and rc_bench cost ~0.15 ms (issue 13, P7). A path it finds suspect goes to rc_guard, which
+# refuses it as always (or, changed meanwhile, sends the run the careful way). Records go out
+# in wanted's order, a deferred chain's from rc_bench in its place; anything unexpected (no
+# awk or find, a fallback, output cut short) and the run is rc_guard_bench's and rc_bench's.
+# The listing's records end in NUL: no file name can forge one.
 rc_read_run() {
   local fast=() head nrec nname nid i
   if (( ${#wanted[@]} > 8 )) && [[ $RC_EXECUTOR == slurm ]] &&
@@ -82,17 +86,23 @@ rc_read_run() {
     mapfile -t fast < <({
         printf 'W\t%s\0' "${wanted[@]}"
         command find "$dir" -mindepth 1 -maxdepth 2 \
+          \( \( ! -uid "$EUID" -o -perm /022 -o ! \( -type f -o -type d \) \) -printf 'S\t%d\t%P\0' \
+            \( -type d -prune -o -true \) \) -o \
           \( -type d \( -readable -executable -printf 'D\t%d\t%P\0' -o -printf 'U\t%d\t%P\0' -prune \) \) -o \
-          \( \( __AWK_NAMES__ \) \( -type f \( -readable -printf 'F\t%d\t%s\t%P\0' -o -printf 'R\t%d\t%P\0' \) \
-            -o -printf 'O\t%d\t%P\0' \) \) -o \
-          \( -type l -printf 'L\t%d\t%P\0' \) 2>/dev/null
+          \( \( __AWK_NAMES__ \) \( -readable -printf 'F\t%d\t%s\t%P\0' -o -printf 'R\t%d\t%P\0' \) \) \
+          2>/dev/null
         printf 'END\t%s\0' "$?"
       } | RC_AWK_RUN=$RC_I RC_AWK_RUN_ID=${RC_RUN_IDS[$RC_I]} RC_AWK_DIR=$dir LC_ALL=C \
         command awk '__CHAINS_AWK__' 2>/dev/null)
   fi
+  if [[ ${fast[0]:-} == SUSPECT ]]; then
+    rc_guard "${fast[@]:1}"  # exits, naming the path and its owner
+    fast=()  # it changed since find looked: the careful way
+  fi
   head=${fast[0]:-}
   read -r head nrec nname nid <<< "$head"
   if [[ $head != OK ]] || (( ${#fast[@]} != 1 + nrec + nname + nid )); then
+    rc_guard_bench "${wanted[@]/#/$dir/}"  # one stat, or one find, for every path read below
     for bench in "${wanted[@]}"; do rc_bench "$bench"; done
     return
   fi
@@ -127,9 +137,7 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
       if [[ -e $d/__JOB__ || ! -r $d || ! -x $d ]]; then wanted+=("${d##*/}"); fi
     done
   fi
-  # One stat for every benchmark folder and file read below.
-  rc_guard_bench "${wanted[@]/#/$dir/}"
-  rc_read_run
+  rc_read_run  # the guard of every benchmark folder and file it reads, first
 done
 rc_flush; rc_wire_buffered=""  # before the subshells below
 rc_sacct() {  # one SACCT record: the first non-zero exit status, every chunk's output
