@@ -53,11 +53,11 @@ class SlurmState(enum.StrEnum):
     def parse(cls, text: str) -> SlurmState:
         """First word of a state column; anything unrecognised is UNKNOWN, never an error."""
         word = text.strip().split(" ", 1)[0].rstrip("+").upper() if text.strip() else ""
-        try:
-            return cls(word)
-        except ValueError:
-            return cls.UNKNOWN
+        # A dict lookup, not cls(word): a status of 10,000 chains parses ~20,000 states.
+        return _STATE_BY_VALUE.get(word, cls.UNKNOWN)
 
+
+_STATE_BY_VALUE: dict[str, SlurmState] = {state.value: state for state in SlurmState}
 
 # States in which a job has not finished. Seen in sacct for a job that must have ended (our
 # dependency fired), they mean accounting has not caught up: never a failure (refinement 1).

@@ -7,6 +7,7 @@ warning from a Slurm plugin) is skipped, never raised on, and an unknown state p
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ _SQUEUE_FIELDS = SQUEUE_FORMAT.count("|") + 1
 _TIME_USED = re.compile(r"(?:(?:(\d+)-)?(\d+):)?(\d+):(\d\d)")
 
 
+@functools.lru_cache(maxsize=4096)  # the same few values over and over: "0:00" for every held job
 def parse_time_used(text: str) -> int | None:
     """squeue's %M (``0:00``, ``1:02:03``, ``2-03:04:05``) in seconds; None for anything else."""
     match = _TIME_USED.fullmatch(text.strip())

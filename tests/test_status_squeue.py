@@ -16,6 +16,7 @@ import pytest
 from remote_chain import wire
 from remote_chain.models import JobId
 from remote_chain.remote.markers import wrap
+from remote_chain.runstatus import statuses
 from remote_chain.script import CHAIN_FILE
 from remote_chain.snapshot import Target, parse_status_output, render_status_script
 
@@ -154,3 +155,27 @@ def test_a_state_filter_in_the_login_environment_hides_no_job(tmp_path: Path) ->
     snap = parse_status_output(wire.encode(*new) + "\nDONE\n", targets)
     assert JobId("300000") in snap.squeue  # PENDING, listed
     assert snap.squeue[JobId("300000")].state.name == "PENDING"
+
+
+def test_a_twin_profiles_jobs_are_left_out_and_change_no_chain(tmp_path: Path) -> None:
+    """The same run on a second profile of this Slurm cluster (its jobs: our names, its own
+    folders, ids no chain file of ours names) is left out by the awk path, and every chain's
+    status reads the same as from ``--name``'s listing, which keeps the twin's jobs."""
+    run_dir = _run_dir(tmp_path)
+    twin = tmp_path / "elsewhere" / RUN_ID / "twin"
+    (run_dir / "chain09" / CHAIN_FILE).write_text("300009\n399009\n")  # a twin-range id of ours
+    env = _env(tmp_path, run_dir, RC_RUN_DIR=str(run_dir))
+    listing = Path(env["RC_STUB_LISTING"])
+    with listing.open("a") as f:
+        for i in range(CHAINS):  # each chain's twin, a job in the twin's folder
+            f.write(
+                f"{399000 + i}|RUNNING|None|N/A|0:05|{twin}/chain{i:02d}|{RUN_ID}:chain{i:02d}\n"
+            )
+    new, old = _both(tmp_path, env)
+    targets = [Target(RUN_ID, str(run_dir))]
+    new_snap = parse_status_output(wire.encode(*new) + "\nDONE\n", targets)
+    old_snap = parse_status_output(wire.encode(*old) + "\nDONE\n", targets)
+    twins = {JobId(str(399000 + i)) for i in range(CHAINS)}
+    assert twins <= set(old_snap.squeue)
+    assert set(new_snap.squeue) & twins == {JobId("399009")}  # named by chain09's file: kept
+    assert statuses("c", new_snap, "slurm") == statuses("c", old_snap, "slurm")

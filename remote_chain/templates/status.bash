@@ -163,11 +163,25 @@ rc_squeue() {  # one SQUEUE record, as rc_sacct; its text and status kept in rc_
   # xstrcasecmp does (22.05 and 24.11), and every line that is not a job line (an error, a
   # warning). Only for names squeue would not split or awk misread (NAME_RE plus the ":");
   # '/' joins them here because no folder name holds one (issue 13, P7).
+  # Of those, a job in none of the runs' folders (%Z) whose id no chain file names is a twin's:
+  # the same run on another profile of this Slurm cluster, which the client never counts for
+  # these chains (chainstatus.derive: a chain's ids, and the jobs in its folder). Left out:
+  # ten profiles on two controllers sent every job five times, and the client parsed 50,000
+  # lines for 10,000 chains.
   if (( ${#names[@]} > 256 )) && [[ $all != *[!A-Za-z0-9._:/-]* ]] &&
     command -v awk >/dev/null 2>&1; then
     out=$(rc_query squeue --noheader --me --format='__SQUEUE_FORMAT__' 2>&1 |
-      LC_ALL=C command awk -F'|' 'NR == FNR { want[tolower($0)]; next }
-        NF < 7 || (tolower($NF) in want)' <(printf '%s\n' "${names[@]}") -
+      LC_ALL=C command awk -F'|' 'NR == FNR {
+          k = substr($0, 1, 1); v = substr($0, 3)
+          if (k == "N") want[tolower(v)]; else if (k == "I") id[v]; else dirs[++nd] = "|" v "/"
+          next
+        }
+        NF < 7 { print; next }
+        !(tolower($NF) in want) { next }
+        $1 in id { print; next }
+        { for (i = 1; i <= nd; i++) if (index($0, dirs[i])) { print; next } }' \
+        <(printf 'N %s\n' "${names[@]}"; printf 'I %s\n' "${ids[@]}"
+          printf 'D %s\n' "${RC_RUN_DIRS[@]}") -
       exit "${PIPESTATUS[0]}"); rc=$?
   else
     rc_chunks "${names[@]}"
