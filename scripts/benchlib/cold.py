@@ -77,7 +77,7 @@ class _Samples:
         self.cpu.setdefault((method, d), []).append(cpu)
 
 
-def _timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+def timed_process(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
     """Wall and CPU seconds of one new process, and its stdout; raises if it failed."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
@@ -224,26 +224,30 @@ def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
             t = targets[d]
             cli24 = [*CLI, "--clusters-dir", str(setup.folders24[d])]
             got = {
-                SSH: retried(ctx, "P9 ssh", _timed, _bare_ssh(t), env, ctx.tmp),
+                SSH: retried(ctx, "P9 ssh", timed_process, _bare_ssh(t), env, ctx.tmp),
                 SSH24: retried(
-                    ctx, "P9 ssh 24.11", _timed, _bare_ssh(setup.targets24[d]), env, ctx.tmp
+                    ctx, "P9 ssh 24.11", timed_process, _bare_ssh(setup.targets24[d]), env, ctx.tmp
                 ),
                 STATUS24: retried(
-                    ctx, "P9 status 24.11", _timed, [*cli24, *status24], env, ctx.tmp
+                    ctx, "P9 status 24.11", timed_process, [*cli24, *status24], env, ctx.tmp
                 ),
-                FLOOR: retried(ctx, "P9 floor", _timed, floor.argv(t), env, ctx.tmp),
-                CARD: retried(ctx, "P9 card", _timed, floor.argv(t, card=True), env, ctx.tmp),
+                FLOOR: retried(ctx, "P9 floor", timed_process, floor.argv(t), env, ctx.tmp),
+                CARD: retried(
+                    ctx, "P9 card", timed_process, floor.argv(t, card=True), env, ctx.tmp
+                ),
                 FAST: retried(
-                    ctx, "P9 fast", _timed, floor.argv(t, card=True, fast=True), env, ctx.tmp
+                    ctx, "P9 fast", timed_process, floor.argv(t, card=True, fast=True), env, ctx.tmp
                 ),
-                STATUS: retried(ctx, "P9 status", _timed, [*cli, *status], env, ctx.tmp),
-                ENDED: retried(ctx, "P9 status ended", _timed, [*cli, *ended], env, ctx.tmp),
-                AGENT: retried(ctx, "P8 status", _timed, [*cli, *status], agent_env, ctx.tmp),
+                STATUS: retried(ctx, "P9 status", timed_process, [*cli, *status], env, ctx.tmp),
+                ENDED: retried(ctx, "P9 status ended", timed_process, [*cli, *ended], env, ctx.tmp),
+                AGENT: retried(
+                    ctx, "P8 status", timed_process, [*cli, *status], agent_env, ctx.tmp
+                ),
             }
             wall, cpu, out = retried(
                 ctx,
                 "P9 submit",
-                _timed,
+                timed_process,
                 [*cli, "submit", str(config), "-c", PROFILE, "--json"],
                 env,
                 ctx.tmp,
@@ -271,7 +275,7 @@ def _one_chain(ctx: Ctx, folder: Path, cluster: str, config: Path, env: dict[str
     _, _, out = retried(
         ctx,
         f"P9 create on {cluster}",
-        _timed,
+        timed_process,
         [*CLI, "--clusters-dir", str(folder), "submit", str(config), "-c", PROFILE, "--json"],
         env,
         ctx.tmp,
@@ -288,10 +292,10 @@ def _ended_chain(ctx: Ctx, folder: Path, config: Path, env: dict[str, str]) -> s
     `cancelled`: its status must ask sacct, where a queued chain's asks only squeue."""
     run_id = _one_chain(ctx, folder, CLUSTER, config, env)
     cli = [*CLI, "--clusters-dir", str(folder)]
-    _timed([*cli, "cancel", run_id, "-c", PROFILE, "--json"], env, ctx.tmp)
+    timed_process([*cli, "cancel", run_id, "-c", PROFILE, "--json"], env, ctx.tmp)
     states: list[str] = []
     for _ in range(120):  # accounting may lag the cancel by a few seconds; bounded
-        _, _, out = _timed([*cli, "status", run_id, "-c", PROFILE, "--json"], env, ctx.tmp)
+        _, _, out = timed_process([*cli, "status", run_id, "-c", PROFILE, "--json"], env, ctx.tmp)
         states = [str(c["state"]) for c in json.loads(out)["chains"]]
         if states == ["cancelled"]:
             return run_id

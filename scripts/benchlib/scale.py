@@ -25,14 +25,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchlib.cold import CLI, timed_process
 from benchlib.common import Ctx, Disturbed, retried, slurm_ids, status_now, submit_now, write_config
 from benchlib.probe import Probe
+from benchlib.rig import REPO
 from benchlib.stats import Row, Summary, Verdict, seconds
 from remote_chain.orchestrator import Orchestrator, StatusResult, WaitTimeout
 
@@ -120,6 +123,7 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
 
     big_t, one_t, polls, sent, slowest, busy = [], [], [], [], [], []
     share_t, client_cpu, share_cpu, machine = [], [], [], []
+
     for rnd in range(ctx.runs + 1):
         ctx.progress(f"P7 status: round {rnd}/{ctx.runs}" + (" (warm-up)" if rnd == 0 else ""))
         # No cluster named: the run's own index names all ten.
@@ -186,6 +190,7 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
         )
     )
     _limit(ctx, _Limit(chains, per, one_t, share_t, client_cpu, share_cpu, machine, big_t))
+    _cold(ctx, folder, (run_id, chains), small.run_id)
     doc = child(["status", str(folder), ",".join(names), run_id, str(ctx.tmp / "state")])
     kib = doc["peak_rss_kib"]
     assert isinstance(kib, int)
@@ -207,6 +212,52 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
         )
     )
     _wait(ctx, folder, run_id, chains)
+
+
+def _cold(ctx: Ctx, folder: Path, big: tuple[str, int], one_run: str) -> None:
+    """As a user runs it: ``remote-chain status RUN --json``, a new process each, of the whole
+    run and of the 1-chain run in turn, both found in the bench's index (its state folder)."""
+    run_id, chains = big
+    env = {**os.environ, "PYTHONPATH": str(REPO), "REMOTE_CHAIN_STATE_DIR": str(ctx.tmp / "state")}
+    env.pop("REMOTE_CHAIN_CLUSTERS_DIR", None)
+    env.pop("REMOTE_CHAIN_PERSIST", None)
+    cli = [*CLI, "--clusters-dir", str(folder), "status"]
+    cold_big, cold_one = [], []
+    for rnd in range(ctx.runs + 1):
+        ctx.progress(f"P7 cold status: round {rnd}/{ctx.runs}" + (" (warm-up)" if rnd == 0 else ""))
+        wall, _, out = retried(
+            ctx, "P7 cold all", timed_process, [*cli, run_id, "--json"], env, ctx.tmp
+        )
+        if len(json.loads(out)["chains"]) != chains:
+            raise Disturbed("the cold status did not see every chain")
+        wall_one, _, _ = retried(
+            ctx, "P7 cold one", timed_process, [*cli, one_run, "--json"], env, ctx.tmp
+        )
+        if rnd:
+            cold_big.append(wall)
+            cold_one.append(wall_one)
+    cold = Summary.of([b / o for b, o in zip(cold_big, cold_one, strict=True)])
+    cb, co = Summary.of(cold_big), Summary.of(cold_one)
+    ctx.rows.append(
+        Row(
+            "p7.status.cold",
+            f"P7 cold `status RUN --json` of {chains} chains vs 1 chain, a new process each",
+            f"{seconds(cb)} vs {seconds(co)}",
+            ratio=f"{cold.median:.2f}x",
+            baseline="the CLI as a user runs it (the in-process row above: warm)",
+            target=f"<= {STATUS_RATIO:g}x",
+            met=cold.median <= STATUS_RATIO,
+            data={"big": cb.to_json(), "one": co.to_json(), "ratio": cold.to_json()},
+        )
+    )
+    ctx.verdicts.append(
+        Verdict(
+            f"P7 cold status of {chains} chains <= {STATUS_RATIO:g}x a 1-chain run (new processes)",
+            cold.median <= STATUS_RATIO,
+            f"{cold.median:.2f}x ({cb.median:.3f} s vs {co.median:.3f} s, paired median of "
+            f"{cold.n})",
+        )
+    )
 
 
 @dataclass(frozen=True)
