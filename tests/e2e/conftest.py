@@ -106,6 +106,14 @@ def dev() -> devcluster.DevCluster:
     return cluster
 
 
+def active_versions(config: pytest.Config) -> tuple[Version, ...]:
+    """The releases whose per-release tests this process runs (``--suite-part``,
+    tests/conftest.py): a module fixture submitting for every release submits for these only,
+    so that the other part's process does not find this part's chains on its node."""
+    part = config.getoption("--suite-part")
+    return VERSIONS if part == "all" else tuple(v for v in VERSIONS if v.slurm == part)
+
+
 @pytest.fixture(params=VERSIONS, ids=str)
 def version(request: pytest.FixtureRequest) -> Version:
     """Each Slurm release of the dev cluster in turn (tests that use it run once per release)."""

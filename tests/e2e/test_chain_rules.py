@@ -24,10 +24,10 @@ from remote_chain.chainstatus import ChainStateName
 
 from .conftest import (
     CHAIN_WARNING,
-    VERSIONS,
     Chain,
     Client,
     Version,
+    active_versions,
     as_user,
     assert_items_once,
     job_states,
@@ -82,12 +82,14 @@ SHORT = {"resumable": True, "run": {"items": SHORT_ITEMS, "sleep": 2}}
 # autouse: submitted before the module's first test, so these chains run while the others act.
 @pytest.fixture(scope="module", autouse=True)
 def waiting(
-    dev: devcluster.DevCluster, tmp_path_factory: pytest.TempPathFactory
+    dev: devcluster.DevCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
 ) -> dict[str, dict[str, Chain]]:
     """The waiting-only scenarios on every release, one submit; cluster -> benchmark -> chain."""
     base = tmp_path_factory.mktemp("rules")
     client = Client(dev.clusters_dir, base / "state")
-    clusters = [v.cluster for v in VERSIONS]
+    clusters = [v.cluster for v in active_versions(pytestconfig)]
     chains = client.chains_by_cluster(client.submit(write_config(base / "run", LOCAL), clusters))
     for cluster in clusters:
         _break_successor_submission(chains[cluster]["refused"])

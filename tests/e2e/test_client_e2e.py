@@ -33,10 +33,10 @@ from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
 
 from .conftest import (
     REPO,
-    VERSIONS,
     Chain,
     Client,
     Version,
+    active_versions,
     as_user,
     sacct_jobs,
     squeue_ids,
@@ -301,13 +301,15 @@ def test_openssh_transport_over_a_control_master(
 # --- wait ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ended_runs(
-    dev: devcluster.DevCluster, tmp_path_factory: pytest.TempPathFactory
+    dev: devcluster.DevCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+    pytestconfig: pytest.Config,
 ) -> tuple[Client, str, str]:
     """Two runs on each release's cluster that end quickly: one completes, one fails (retries
     exhausted)."""
     base = tmp_path_factory.mktemp("wait")
     client = Client(dev.clusters_dir, base / "state")
-    clusters = [v.cluster for v in VERSIONS]
+    clusters = [v.cluster for v in active_versions(pytestconfig)]
     good = client.submit(write_config(base / "good", {"ok": QUICK}), clusters)
     bad_config = write_config(
         base / "bad",

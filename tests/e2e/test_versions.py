@@ -49,7 +49,7 @@ from .conftest import (
     write_config,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420), pytest.mark.cross_release]
 
 ITEMS = 18
 # 90 s of work under a 1-minute limit: one TIMEOUT (60-90 s after start), then the rest.

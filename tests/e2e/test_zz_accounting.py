@@ -47,7 +47,7 @@ from .conftest import (
 )
 from .conftest import write_config as write_submit_config
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600), pytest.mark.cross_release]
 
 ITEMS, SLEEP = 18, 5  # 90 s of work under a 1-minute limit: exactly one TIMEOUT
 STOP_DBD_AFTER_S = 45  # into the first jobs: before their TIMEOUT at 60-80 s

@@ -1,0 +1,58 @@
+"""Suite-wide option: one part of the suite, so that ``scripts/test`` can run two parts side by
+side. Most of the suite's time is Slurm's (jobs running into their one-minute limits), and each
+release of the dev cluster has its own controllers, slurmdbd, munge and sshd (the ``version``
+parameter of tests/e2e/conftest.py), so the parts are cut along the releases:
+
+``--suite-part=24.11``: the Slurm 24.11 halves of the per-release end-to-end tests, and the
+unit layers (``tests/test_*.py``: stub Slurm commands and sshd servers of their own, no
+daemon of the dev cluster's).
+``--suite-part=22.05``: everything else: the 22.05 halves, the end-to-end tests that are not
+per release (most on 22.05's clusters), the ``cross_release`` modules, whose fixtures span
+both releases, and the faults suite, which stops 22.05's sshd and slurmdbd.
+``--suite-part=all`` (the default): the whole suite, as one process runs it.
+
+Deselected, not skipped: a part shows only what it ran, and the two add up to the suite.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+PARTS = ("all", "22.05", "24.11")
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--suite-part",
+        choices=PARTS,
+        default="all",
+        help="one part of the suite: 24.11 (its per-release halves and the unit layers) or "
+        "22.05 (the rest); scripts/test runs the two side by side",
+    )
+
+
+def part_of(item: pytest.Item) -> str:
+    """Which part a test belongs to (see the module's docstring)."""
+    if item.path.parent == TESTS:
+        return "24.11"  # a unit layer
+    if item.get_closest_marker("cross_release") is not None:
+        return "22.05"
+    callspec = getattr(item, "callspec", None)
+    version = callspec.params.get("version") if callspec is not None else None
+    return "24.11" if getattr(version, "slurm", None) == "24.11" else "22.05"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    part = config.getoption("--suite-part")
+    if part == "all":
+        return
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (keep if part_of(item) == part else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
