@@ -119,6 +119,12 @@ def template_subs() -> Mapping[str, str]:
                 f"-name {name}"
                 for name in (*CHAIN_FILES.values(), layout.CANCEL_MARKER, layout.JOB_SCRIPT)
             ),
+            "__AWK_LISTED__": " -o ".join(
+                f"-name {name}"
+                for name in dict.fromkeys(
+                    (*trusted_bench_files(), *CHAIN_FILES.values(), layout.CANCEL_MARKER)
+                )
+            ),
             # The shared ownership check (guard.py).
             "__UNSAFE_EXIT__": str(UNSAFE_EXIT),
             "__TRUSTED__": " ".join(trusted_bench_files()),

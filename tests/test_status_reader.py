@@ -334,3 +334,34 @@ def test_any_files_give_the_same_bytes_from_either_reader(
     for i, files in enumerate(contents):
         _chain(run_dir, f"c{i:02d}", files)
     _both(tmp, [Target(RUN_ID, str(run_dir))], "mawk")
+
+
+def test_a_runners_own_files_are_never_stat_ed(tmp_path: Path) -> None:
+    """A runner may keep thousands of files in its working folder (the benchmark folder);
+    the reader's listing names them (readdir) but stats only the files it trusts or reads:
+    on Lustre or GPFS each stat is a metadata server's round trip, every poll. Counted with
+    strace: far fewer stat calls than the runners' files."""
+    assert shutil.which("strace"), "strace is not installed (scripts/setup installs it)"
+    run_dir = tmp_path / RUN_ID / "c1"
+    runner_files = 0
+    for i in range(10):
+        _chain(run_dir, f"b{i:02d}", PLAIN)
+        for j in range(300):
+            (run_dir / f"b{i:02d}" / f"shard{j:04d}.bin").write_bytes(b"x")
+            runner_files += 1
+    env = _tools(tmp_path, "mawk")
+    script = render_status_script([Target(RUN_ID, str(run_dir))])
+    wrapped, _ = wrap(script)
+    counts = tmp_path / "syscalls"
+    proc = subprocess.run(
+        ["strace", "-f", "-c", "-o", str(counts), "-e", "trace=/stat", "bash", "-s"],
+        input=wrapped.encode(),
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.stdout.decode().count("BENCH\t") == 10, proc.stderr[-2000:]
+    # "% time  seconds  usecs/call  calls  [errors]  total": the calls of every stat kind.
+    total = counts.read_text().splitlines()[-1].split()
+    assert total[-1] == "total", counts.read_text()
+    assert int(total[3]) < runner_files // 4, counts.read_text()

@@ -17,7 +17,8 @@
 # and a file is one record, read whole, its last newline kept or not as it is.
 #
 # Input, records ending in NUL: "W<TAB>bench" for each benchmark, in status.bash's order, then
-# find's listing of the run folder, two levels deep (rc_read_run), then "END<TAB>find's status".
+# find's listing (rc_read_run: the run folder's entries, then the names we trust or read in
+# each benchmark folder, and nothing else there), then "END<TAB>find's status".
 # Output, lines: "OK <records> <names> <ids>", a record or "DEFER<TAB>bench" for each benchmark
 # asked, the job names for squeue, the job ids for sacct. Environment: RC_AWK_RUN (the run's
 # index in RC_RUN_DIRS), RC_AWK_RUN_ID, RC_AWK_DIR (its folder).

@@ -80,18 +80,25 @@ rc_bench() {  # BENCH: one chain's records (BENCH, FILE, NOBENCH, UNREADABLE); i
 # awk or find, a fallback, output cut short) and the run is rc_guard_bench's and rc_bench's.
 # The listing's records end in NUL: no file name can forge one.
 rc_read_run() {
-  local fast=() head nrec nname nid i
+  local fast=() head nrec nname nid i s1
   if (( ${#wanted[@]} > 8 )) && [[ $RC_EXECUTOR == slurm ]] &&
     command -v awk >/dev/null 2>&1 && command -v find >/dev/null 2>&1; then
     mapfile -t fast < <({
         printf 'W\t%s\0' "${wanted[@]}"
-        command find "$dir" -mindepth 1 -maxdepth 2 \
-          \( \( ! -uid "$EUID" -o -perm /022 -o ! \( -type f -o -type d \) \) -printf 'S\t%d\t%P\0' \
-            \( -type d -prune -o -true \) \) -o \
-          \( -type d \( -readable -executable -printf 'D\t%d\t%P\0' -o -printf 'U\t%d\t%P\0' -prune \) \) -o \
-          \( \( __AWK_NAMES__ \) \( -readable -printf 'F\t%d\t%s\t%P\0' -o -printf 'R\t%d\t%P\0' \) \) \
+        # The run folder's entries, each one stat-ed: the benchmark folders.
+        command find "$dir" -mindepth 1 -maxdepth 1 \
+          \( \( ! -uid "$EUID" -o -perm /022 -o ! \( -type f -o -type d \) \) -printf 'S\t1\t%P\0' \) -o \
+          \( -type d \( -readable -executable -printf 'D\t1\t%P\0' -o -printf 'U\t1\t%P\0' \) \) \
           2>/dev/null
-        printf 'END\t%s\0' "$?"
+        s1=$?
+        # In them, the names we trust or read, and nothing else stat-ed: a runner may keep
+        # 100,000 files in its working folder (name tests first; find knows the rest's names).
+        command find "$dir" -mindepth 2 -maxdepth 2 \( __AWK_LISTED__ \) \
+          \( \( ! -uid "$EUID" -o -perm /022 -o ! \( -type f -o -type d \) \) -printf 'S\t2\t%P\0' -o \
+            -type d -printf 'D\t2\t%P\0' -o \
+            \( __AWK_NAMES__ \) \( -readable -printf 'F\t2\t%s\t%P\0' -o -printf 'R\t2\t%P\0' \) \) \
+          2>/dev/null
+        printf 'END\t%s\0' "$(( s1 ? s1 : $? ))"
       } | RC_AWK_RUN=$RC_I RC_AWK_RUN_ID=${RC_RUN_IDS[$RC_I]} RC_AWK_DIR=$dir LC_ALL=C \
         command awk '__CHAINS_AWK__' 2>/dev/null)
   fi
