@@ -86,7 +86,7 @@ class Invocation:
         # puts the task in its SIGINT handler, and restoring that handler makes the signal
         # module build repr(handler) for a ValueError it catches (signal._int_to_enum), the
         # task's result included, in full (reprlib truncates a dataclass's repr only after
-        # making it): ~60 ms for a 10,000-chain status, twice (issue 13, P7).
+        # making it): ~45 ms of a 10,000-chain status (issue 13, P7).
         box: list[T] = []
 
         async def main() -> None:

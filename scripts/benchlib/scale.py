@@ -123,7 +123,6 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
 
     big_t, one_t, polls, sent, slowest, busy = [], [], [], [], [], []
     share_t, client_cpu, share_cpu, machine = [], [], [], []
-
     for rnd in range(ctx.runs + 1):
         ctx.progress(f"P7 status: round {rnd}/{ctx.runs}" + (" (warm-up)" if rnd == 0 else ""))
         # No cluster named: the run's own index names all ten.
