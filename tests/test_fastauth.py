@@ -7,6 +7,7 @@ asyncssh, connecting in the same test, is the "before" (``none``, a query, the s
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -297,3 +298,135 @@ async def test_identity_rsa_certificate_promoted_keeps_its_sha2_retry(
     assert await _stock(cert_sshd, [str(rsa_cert_key)]) == 5
     # the certificate's first name signed (refused), its second asked, then signed
     assert await _ours(cert_sshd, identity_file=rsa_cert_key) == 3
+
+
+# --- the first request rides with the service request ----------------------------------------
+REPLY_DELAY_S = 0.15  # each server chunk reaches the client this late: one wait each
+
+
+class _SlowReplies:
+    """A relay in front of sshd that holds every server->client chunk ``REPLY_DELAY_S``,
+    in order, and notes when the client's chunks arrive: a flight is a run of client
+    chunks sent without waiting for the server (closer together than half the delay, with
+    no reply delivered between them)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.events: list[tuple[float, bool]] = []  # (time, from the client)
+        self.port = 0
+        self._writers: list[asyncio.StreamWriter] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> _SlowReplies:
+        self._server = await asyncio.start_server(self._serve, HOST, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+        for writer in self._writers:
+            writer.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        up_reader, up_writer = await asyncio.open_connection(HOST, self.target_port)
+        self._writers += [writer, up_writer]
+        loop = asyncio.get_running_loop()
+
+        async def up() -> None:
+            while chunk := await reader.read(65536):
+                self.events.append((loop.time(), True))
+                up_writer.write(chunk)
+            up_writer.close()
+
+        async def down() -> None:
+            queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
+
+            async def release() -> None:
+                while True:
+                    due, chunk = await queue.get()
+                    await asyncio.sleep(max(0.0, due - loop.time()))
+                    if not chunk:
+                        writer.close()
+                        return
+                    self.events.append((loop.time(), False))
+                    writer.write(chunk)
+
+            releaser = asyncio.ensure_future(release())
+            try:
+                while True:
+                    chunk = await up_reader.read(65536)
+                    queue.put_nowait((loop.time() + REPLY_DELAY_S, chunk))
+                    if not chunk:
+                        break
+                await releaser
+            finally:
+                releaser.cancel()
+
+        # Cancelled when the test is done (__aexit__): the relay's own end, not an error.
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            await asyncio.gather(up(), down())
+
+    def flights(self) -> int:
+        """Client flights so far that the server answered (a goodbye waits for nothing)."""
+        count, heard, pending, last = 0, True, False, -1.0
+        for t, from_client in self.events:
+            if not from_client:
+                heard = True
+                count, pending = count + pending, False
+                continue
+            if heard and t - last >= REPLY_DELAY_S / 2:
+                last, pending = t, True
+            heard = False
+        return count
+
+
+def _rsa_key(sshd: Sshd, directory: Path) -> Path:
+    """A plain RSA key the server accepts: its signature must use server-sig-algs (rsa-sha2),
+    which arrive in the EXT_INFO that starts our early request."""
+    key = directory / "rsa_key"
+    argv = ["ssh-keygen", "-q", "-t", "rsa", "-b", "2048", "-N", "", "-C", "rc-test"]
+    subprocess.run([*argv, "-f", str(key)], check=True)
+    with (sshd.directory / "authorized_keys").open("a") as f:
+        f.write(Path(f"{key}.pub").read_text())
+    return key
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["ed25519", "rsa"])
+async def test_the_first_request_leaves_with_the_service_request(
+    sshd: Sshd, home: Path, tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """To OpenSSH, our signed request follows SERVICE_REQUEST at once: one wait fewer than
+    the signed request alone would save, and still one USERAUTH_REQUEST (an RSA key signs
+    with rsa-sha2, not the ssh-rsa name OpenSSH >= 8.8 refuses)."""
+    key = sshd.client_key if kind == "ed25519" else _rsa_key(sshd, tmp_path)
+    caplog.set_level(logging.INFO, logger="asyncssh")
+    async with _SlowReplies(sshd.port) as relay:
+        known = tmp_path / "known_hosts"
+        known.write_text(f"[{HOST}]:{relay.port} {sshd.host_key_line}\n")
+        async with asyncssh.connect(
+            HOST,
+            port=relay.port,
+            username=sshd.user,
+            client_keys=[str(key)],
+            known_hosts=str(known),
+            config=[],
+        ):
+            stock = relay.flights()
+        before, start = _requests(sshd), relay.flights()
+        endpoint = sshd.endpoint(port=relay.port, identity_file=key, known_hosts=known)
+        remote = await SshRemote.open(endpoint)
+        ours = relay.flights() - start
+        await remote.aclose()
+    assert _requests(sshd) - before == 1
+    assert "ahead of the service accept" in caplog.text
+    # stock: version + KEXINIT, ECDH, NEWKEYS + service request, none, the query, the
+    # signature; ours: the signature rides in the third flight
+    assert (stock, ours) == (6, 3)

@@ -19,9 +19,20 @@ asyncssh's client-auth registry, the one for ``none``, the method every connecti
 with: our handler sends the first key's signed ``publickey`` request, then hands every later
 step back to asyncssh's own classes through its method list.
 
+The first request also leaves a round trip sooner: stock asyncssh sends SERVICE_REQUEST
+(``ssh-userauth``) and waits for SERVICE_ACCEPT before its first USERAUTH_REQUEST. OpenSSH's
+sshd reads the two in order (``input_service_request`` installs the userauth handler, then
+the next packet is read), and a server that refuses the service must disconnect (RFC 4253
+s10), so for an OpenSSH server our first request follows the service request at once: as
+soon as the server's EXT_INFO is in (it comes with the server's NEWKEYS, in the key
+exchange's last flight, and carries ``server-sig-algs``, which an RSA key's signature needs).
+The accept, when it comes, is checked as stock does and starts nothing twice. Other servers,
+or no EXT_INFO, wait for the accept as stock does.
+
 Written against asyncssh 2.24.1. It uses private names (``auth._client_auth_handlers``, the
-connection's ``_auth_methods``, ``_client_keys``, ``_saved_rsa_key``, ``_preferred_auth``,
-``_choose_signature_alg``): when they are not there, stock asyncssh runs, with a debug line.
+connection's ``_packet_handlers``, ``_auth_methods``, ``_client_keys``, ``_saved_rsa_key``,
+``_preferred_auth``, ``_choose_signature_alg``, ``_next_service``, ``_server_version``, the
+auth flags): when they are not there, stock asyncssh runs, with a debug line.
 """
 
 from __future__ import annotations
@@ -33,7 +44,9 @@ from typing import TYPE_CHECKING, Any, cast
 import asyncssh
 import structlog
 from asyncssh import auth as _auth
-from asyncssh.packet import Boolean, String
+from asyncssh import connection as _connection
+from asyncssh.constants import MSG_EXT_INFO, MSG_SERVICE_ACCEPT
+from asyncssh.packet import Boolean, SSHPacket, String
 from asyncssh.public_key import SSHLocalKeyPair
 
 if TYPE_CHECKING:
@@ -44,6 +57,8 @@ _log = structlog.get_logger()
 _PUBLICKEY = b"publickey"
 _NONE = b"none"
 _RSA_CERT = b"ssh-rsa-cert-v01@openssh.com"
+_USERAUTH = b"ssh-userauth"
+_OPENSSH = b"SSH-2.0-OpenSSH_"
 _CONN_SHAPE = (
     "_auth_methods",
     "_client_keys",
@@ -53,6 +68,13 @@ _CONN_SHAPE = (
     "public_key_auth_requested",
     "send_userauth_request",
     "try_next_auth",
+)
+_EARLY_SHAPE = (
+    "_next_service",
+    "_server_version",
+    "_auth_in_progress",
+    "_auth_complete",
+    "_username",
 )
 
 
@@ -64,6 +86,8 @@ class FastAuthClient(asyncssh.SSHClient):
         # it is the one signed directly, ahead of the agent's keys (asyncssh puts those first).
         self.prefer_first_key = prefer_first_key
         self.started = False
+        # Auth began on the server's EXT_INFO, ahead of SERVICE_ACCEPT (see the module doc).
+        self.ahead_of_accept = False
 
 
 def client_factory(*, prefer_first_key: bool) -> Callable[[], asyncssh.SSHClient]:
@@ -147,6 +171,45 @@ def _first_request(conn: SSHClientConnection, method: bytes) -> _auth.ClientAuth
     return _STOCK_NONE(conn, method)
 
 
+def _ext_info(conn: Any, pkttype: int, pktid: int, packet: SSHPacket) -> None:
+    """Stock EXT_INFO, then, on our connection to OpenSSH waiting for its service accept,
+    auth begins as stock ``_process_service_accept`` begins it."""
+    _STOCK_HANDLERS[MSG_EXT_INFO](conn, pkttype, pktid, packet)
+    owner = conn.get_owner()
+    if not isinstance(owner, FastAuthClient) or owner.ahead_of_accept or not conn.is_client():
+        return
+    missing = [name for name in _EARLY_SHAPE if not hasattr(conn, name)]
+    if missing:
+        _log.debug("ssh_early_auth_off", reason="asyncssh internals differ", missing=missing)
+        return
+    if (
+        conn._next_service != _USERAUTH  # the service request is not pending (a later kex)
+        or conn._auth_in_progress
+        or conn._auth_complete
+        or not conn._server_version.startswith(_OPENSSH)
+    ):
+        return
+    owner.ahead_of_accept = True
+    conn.logger.info("Beginning auth for user %s, ahead of the service accept", conn._username)
+    conn._auth_in_progress = True
+    owner.begin_auth(conn._username)
+    conn.try_next_auth()
+
+
+def _service_accept(conn: Any, pkttype: int, pktid: int, packet: SSHPacket) -> None:
+    """Stock, unless auth already began (``_ext_info``): then the accept is only checked."""
+    owner = conn.get_owner()
+    if not (isinstance(owner, FastAuthClient) and owner.ahead_of_accept):
+        _STOCK_HANDLERS[MSG_SERVICE_ACCEPT](conn, pkttype, pktid, packet)
+        return
+    service = packet.get_string()
+    packet.check_end()
+    if service != conn._next_service:
+        raise asyncssh.ServiceNotAvailable("Unexpected service in service accept")
+    conn.logger.debug2("Request for service %s accepted", service)
+    conn._next_service = None
+
+
 def _stock_none() -> type[_auth.ClientAuth] | None:
     handlers = getattr(_auth, "_client_auth_handlers", None)
     stock = handlers.get(_NONE) if isinstance(handlers, dict) else None
@@ -168,3 +231,15 @@ if _found is None:
 else:
     _STOCK_NONE = _found
     _auth._client_auth_handlers[_NONE] = cast(Any, _first_request)
+
+_handlers = getattr(_connection.SSHConnection, "_packet_handlers", None)
+_STOCK_HANDLERS: dict[int, Any] = {}
+if (
+    _found is not None
+    and isinstance(_handlers, dict)
+    and callable(_handlers.get(MSG_EXT_INFO))
+    and callable(_handlers.get(MSG_SERVICE_ACCEPT))
+):
+    _STOCK_HANDLERS = {k: _handlers[k] for k in (MSG_EXT_INFO, MSG_SERVICE_ACCEPT)}
+    _handlers[MSG_EXT_INFO] = _ext_info
+    _handlers[MSG_SERVICE_ACCEPT] = _service_accept
