@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import resource
+import signal
 import subprocess
 import sys
 import traceback
@@ -49,10 +50,23 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _signals_as_a_shell_gives_them() -> None:
+    """Commands are timed as a user's shell starts them: SIGINT and SIGQUIT not ignored. A
+    bench started in the background of a script (``scripts/bench &``) inherits them ignored
+    and would pass that on to every command it times, and remote-chain's thin client does not
+    use the warm launcher then (launch.py: it could not relay what the command ignores), so
+    the P8 launcher rows would time the direct path instead."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def main(argv: list[str]) -> int:
     args = _parse(argv)
     if args.child is not None:
         return _child(args.child)
+    _signals_as_a_shell_gives_them()
     from remote_chain.logconfig import configure_logging  # noqa: PLC0415
 
     configure_logging("json", 0)  # warnings only, on stderr: stdout is the table

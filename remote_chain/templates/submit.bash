@@ -32,7 +32,9 @@ mkdir -- "$RC_RUN_DIR" 2>/dev/null || rc_existing
 # From here on, a dropped connection must not stop us half-way.
 trap '' HUP PIPE
 cd -- "$RC_RUN_DIR" || rc_fail "cannot enter $RC_RUN_DIR"
-date -d '-1 hour' +%Y-%m-%dT%H:%M:%S > __SINCE__ 2>/dev/null || date +%Y-%m-%dT%H:%M:%S > __SINCE__
+# An hour back, in local time as sacct reads it: bash's own strftime, not a date process.
+printf -v rc_now '%(%s)T' -1
+printf '%(%Y-%m-%dT%H:%M:%S)T\n' $((rc_now - 3600)) > __SINCE__
 err=$(base64 -d <<'__RC_PAYLOAD_END__' 2>&1 | tar -xzpf - 2>&1
 __PAYLOAD__
 __RC_PAYLOAD_END__
@@ -82,6 +84,15 @@ for bench in "${RC_BENCHMARKS[@]}"; do
   if (( ++rc_running >= 8 )); then wait -n; rc_running=$((rc_running - 1)); fi
 done
 wait
+# The user's job limits from slurmctld's own cache (one RPC, ~5 ms: sacctmgr asks slurmdbd and
+# costs ~0.2 s each) and the jobs queued now, this run's first jobs included, so the client
+# can warn when the run cannot fit (limits.py). Both start here, once every sbatch is done,
+# and are read at the end: they overlap the job ids' check and the record (~10 ms).
+if [[ $RC_EXECUTOR == slurm ]]; then
+  rc_user=$(id -un)
+  exec {rc_assoc}< <(timeout 5 scontrol -o show assoc_mgr users="$rc_user" flags=assoc,qos 2>/dev/null)
+  exec {rc_queued}< <(rc_query squeue --noheader --me --format=%i 2>/dev/null | grep -c .)
+fi
 for bench in "${RC_BENCHMARKS[@]}"; do rc_collect_one "$bench"; done
 # A job id is reported only once Slurm itself shows it under the chain's name: an sbatch that
 # is a shell function of the login files (`sbatch(){ echo 31337; }`) queued nothing (14.4).
@@ -128,11 +139,8 @@ done
   printf ']}\n'
 } > __RECORD__.tmp && mv -f __RECORD__.tmp __RECORD__
 cat __LOG__
-# The user's job limits from slurmctld's own cache (one RPC, ~5 ms: sacctmgr asks slurmdbd and
-# costs ~0.2 s each), so the client can warn when the run cannot fit (limits.py).
 if [[ $RC_EXECUTOR == slurm ]]; then
-  u=$(id -un)
-  rc_emit LIMITS "$(timeout 5 scontrol -o show assoc_mgr users="$u" flags=assoc,qos 2>/dev/null)" \
-    "$(rc_query squeue --noheader --me --format=%i 2>/dev/null | grep -c .)" "$u"
+  rc_emit LIMITS "$(< "/dev/fd/$rc_assoc")" "$(< "/dev/fd/$rc_queued")" "$rc_user"
+  exec {rc_assoc}<&- {rc_queued}<&-
 fi
 rc_emit DONE
