@@ -14,32 +14,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
-from remote_chain.actions import (
-    CancelAnswer,
-    LogChunk,
-    ResumeAnswer,
-    parse_cancel_output,
-    parse_logs_output,
-    parse_resume_output,
-    render_cancel_script,
-    render_doctor_script,
-    render_logs_script,
-    render_resume_script,
-)
-from remote_chain.bundle import (
-    ClusterBundle,
-    SubmitAnswer,
-    parse_submit_output,
-    render_lookup_script,
-    render_submit_script,
-)
 from remote_chain.chainstatus import ChainStateName, ChainStatus
 from remote_chain.config import ClusterProfile
-from remote_chain.doctor import DoctorReport, read_doctor
 from remote_chain.durations import format_duration, parse_persist
 from remote_chain.errors import (
     CommandFailedError,
@@ -52,21 +33,20 @@ from remote_chain.guard import UNSAFE_EXIT
 from remote_chain.limits import fit_problems, parse_submit_limits
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
 from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT
-from remote_chain.resumecaps import (
-    Plan,
-    ResumeCaps,
-    act_head,
-    plan_resume,
-    record_head,
-    render_facts_script,
-    updated_record,
-)
-from remote_chain.resumecaps import parse_facts as parse_resume_facts
 from remote_chain.retries import RetryPolicy, connect, lost_submit
 from remote_chain.runstatus import Polled, lagging, statuses
-from remote_chain.script import SECRETS_FILE
 from remote_chain.settings import Settings
 from remote_chain.snapshot import Target, parse_status_output, render_status_script
+
+if TYPE_CHECKING:
+    from remote_chain.actions import CancelAnswer, LogChunk, ResumeAnswer
+    from remote_chain.bundle import ClusterBundle, SubmitAnswer
+    from remote_chain.doctor import DoctorReport
+    from remote_chain.resumecaps import Plan, ResumeCaps
+
+# Each operation's script builder and parser is imported by the operation itself: a status
+# command then never imports submit's, cancel's, resume's or doctor's modules (~20 ms of a
+# cold command's ~0.4 s of CPU, most of it their dataclasses being made; issue 13, P9).
 
 log = structlog.get_logger("remote_chain")
 
@@ -211,6 +191,9 @@ class ClusterSession:
     # --- submit -------------------------------------------------------------------------------
     async def submit(self, bundle: ClusterBundle) -> SubmitAnswer:
         """Submit once; after a lost connection, look the run up before ever sending again."""
+        from remote_chain.bundle import render_submit_script  # noqa: PLC0415 - start-up time
+        from remote_chain.script import SECRETS_FILE  # noqa: PLC0415 - start-up time
+
         script = render_submit_script(bundle)
         # No script travels in a command line any more (issue 14.2); the flag still marks
         # a bundle holding secret values for the Remote seam.
@@ -239,6 +222,8 @@ class ClusterSession:
         return answer
 
     def _submitted(self, bundle: ClusterBundle, stdout: str) -> SubmitAnswer:
+        from remote_chain.bundle import parse_submit_output  # noqa: PLC0415 - start-up time
+
         answer = parse_submit_output(stdout)
         self.submit_warnings = _limit_warnings(bundle, answer, stdout)
         for warning in self.submit_warnings:
@@ -261,6 +246,8 @@ class ClusterSession:
         return answer
 
     async def _lookup(self, bundle: ClusterBundle) -> SubmitAnswer:
+        from remote_chain.bundle import parse_submit_output, render_lookup_script  # noqa: PLC0415 - start-up time
+
         text = await self.read(render_lookup_script(bundle), what="submit lookup")
         answer = parse_submit_output(text)
         if answer.error:
@@ -291,6 +278,8 @@ class ClusterSession:
 
     # --- cancel, resume, logs, doctor ----------------------------------------------------------
     async def cancel(self, run_id: str, run_dir: str, benchmarks: Sequence[str]) -> CancelAnswer:
+        from remote_chain.actions import parse_cancel_output, render_cancel_script  # noqa: PLC0415 - start-up time
+
         # Not retried blindly either: it is idempotent (marker, scancel), so a rerun is safe.
         script = render_cancel_script(run_id, run_dir, benchmarks, executor=self.profile.executor)
         text = await self.read(script, what="cancel", timeout=self.settings.command_timeout + 60)
@@ -306,6 +295,17 @@ class ClusterSession:
         caps: ResumeCaps | None = None,
     ) -> tuple[ResumeAnswer, Plan]:
         """Read the chains' caps and state, plan (pure), then one exec that acts on the plan."""
+        from remote_chain.actions import ResumeAnswer, parse_resume_output, render_resume_script  # noqa: PLC0415 - start-up time
+        from remote_chain.resumecaps import (  # noqa: PLC0415 - start-up time
+            ResumeCaps,
+            act_head,
+            plan_resume,
+            record_head,
+            render_facts_script,
+            updated_record,
+        )
+        from remote_chain.resumecaps import parse_facts as parse_resume_facts  # noqa: PLC0415 - start-up time
+
         benchmarks = list(states)
         facts_text = await self.read(render_facts_script(run_dir, benchmarks), what="resume")
         facts = parse_resume_facts(facts_text)
@@ -325,12 +325,17 @@ class ClusterSession:
     async def logs(
         self, run_dir: str, benchmark: str, *, job_id: str | None, offset: int
     ) -> LogChunk:
+        from remote_chain.actions import parse_logs_output, render_logs_script  # noqa: PLC0415 - start-up time
+
         script = render_logs_script(
             run_dir, benchmark, job_id=job_id, offset=offset, executor=self.profile.executor
         )
         return parse_logs_output(await self.read(script, what="logs"))
 
     async def doctor(self) -> DoctorReport:
+        from remote_chain.actions import render_doctor_script  # noqa: PLC0415 - start-up time
+        from remote_chain.doctor import read_doctor  # noqa: PLC0415 - start-up time
+
         script = render_doctor_script(
             workdir=self.profile.workdir,
             partition=self.profile.slurm.partition,

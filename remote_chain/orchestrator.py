@@ -17,11 +17,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
-from remote_chain.actions import Check
 from remote_chain.config import ClusterProfile, SubmitConfig
 from remote_chain.errors import (
     ConfigError,
@@ -60,10 +60,11 @@ from remote_chain.results import (
     Submission,
     SubmitResult,
 )
-from remote_chain.resumecaps import ResumeCaps
 from remote_chain.retries import poll_backoff
 from remote_chain.runs import note_status, remember, settle
-from remote_chain.script import render_job_script
+
+if TYPE_CHECKING:
+    from remote_chain.resumecaps import ResumeCaps
 
 log = structlog.get_logger("remote_chain")
 
@@ -178,6 +179,8 @@ class Orchestrator(Fleet):
         Raises ``ConfigError`` for a bad config, an unknown cluster, an invalid run id, an
         unknown benchmark, or a config the cluster's executor cannot run.
         """
+        from remote_chain.script import render_job_script  # noqa: PLC0415 - start-up time
+
         cfg, wanted, run_id, profiles = self._plan(config, clusters, benchmarks, run_id)
         out = []
         for profile in profiles:
@@ -400,6 +403,8 @@ class Orchestrator(Fleet):
         Every problem is a failed check in the result, including an unreachable cluster.
         Raises ``ConfigError`` for an unknown profile.
         """
+        from remote_chain.actions import Check  # noqa: PLC0415 - start-up time
+
         clusters = self._cluster_names(clusters)
 
         async def one(name: str) -> DoctorResult:

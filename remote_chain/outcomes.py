@@ -10,9 +10,8 @@ tested without a cluster.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from remote_chain.actions import CancelAnswer, ResumeAnswer
-from remote_chain.bundle import ClusterBundle, SubmitAnswer
 from remote_chain.chainstatus import ChainStateName, ChainStatus
 from remote_chain.index import IndexedRun
 from remote_chain.layout import parse_record
@@ -23,8 +22,12 @@ from remote_chain.results import (
     StatusResult,
     Submission,
 )
-from remote_chain.resumecaps import Plan
 from remote_chain.snapshot import Target
+
+if TYPE_CHECKING:  # the answers of other flows than status: not imported by a status command
+    from remote_chain.actions import CancelAnswer, ResumeAnswer
+    from remote_chain.bundle import ClusterBundle, SubmitAnswer
+    from remote_chain.resumecaps import Plan
 
 RESUMABLE_STATES = frozenset({ChainStateName.FAILED, ChainStateName.STOPPED})
 

@@ -13,21 +13,20 @@ import os
 import secrets
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from remote_chain import __version__
-from remote_chain.bundle import BundleFile, ChainPlan, ClusterBundle
 from remote_chain.config import ClusterProfile, SubmitConfig, check_for_cluster, effective_slurm
 from remote_chain.errors import ConfigError
 from remote_chain.layout import JOB_SCRIPT, UPLOADS_DIR
 from remote_chain.models import NAME_RE, ResumePolicy
-from remote_chain.script import (
-    SECRETS_FILE,
-    JobSpec,
-    SlurmDirectives,
-    job_name,
-    render_job_script,
-    runner_argv,
-)
+
+if TYPE_CHECKING:
+    from remote_chain.bundle import BundleFile, ClusterBundle
+    from remote_chain.script import JobSpec
+
+# The bundle and the job script are imported by the functions that make them: the fleet
+# imports run ids and folders from here for every command, and status makes neither.
 
 RUN_ID_FORMAT = "rc-%Y%m%dT%H%M%SZ"
 
@@ -69,6 +68,8 @@ def job_spec(
     lookup_timeout_s: int = 60,
     max_unknown_links: int = 3,
 ) -> JobSpec:
+    from remote_chain.script import JobSpec, SlurmDirectives, runner_argv  # noqa: PLC0415 - start-up time
+
     bench = config.driver.benchmarks[benchmark]
     resume = bench.resume
     slurm = effective_slurm(profile, bench)
@@ -160,6 +161,8 @@ def _folder_files(entry: Path, config: SubmitConfig) -> list[Path]:
 
 def read_uploads(config: SubmitConfig, *, max_bytes: int) -> list[BundleFile]:
     """The ``driver.upload`` entries as files under ``files/`` (folders recursively)."""
+    from remote_chain.bundle import BundleFile  # noqa: PLC0415 - start-up time
+
     out: list[BundleFile] = []
     total = 0
     for entry in config.driver.upload:
@@ -198,6 +201,9 @@ def build_bundle(
     max_unknown_links: int = 3,
 ) -> ClusterBundle:
     """Everything one cluster receives: uploads, each job.sh, the secrets, the chain plans."""
+    from remote_chain.bundle import BundleFile, ChainPlan, ClusterBundle  # noqa: PLC0415 - start-up time
+    from remote_chain.script import SECRETS_FILE, job_name, render_job_script  # noqa: PLC0415 - start-up time
+
     check_for_cluster(config, profile)
     files = list(uploads)
     chains = []

@@ -49,6 +49,27 @@ def test_config_loading_imports_no_yaml_until_a_yaml_is_read() -> None:
     assert "yaml" not in _imported("import remote_chain.config")
 
 
+OTHER_FLOWS = (
+    "remote_chain.actions",
+    "remote_chain.bundle",
+    "remote_chain.chain",
+    "remote_chain.doctor",
+    "remote_chain.resumecaps",
+    "remote_chain.script",
+)
+
+
+def test_a_status_command_imports_no_other_flows_modules() -> None:
+    """What a cold `status` imports (the CLI, the orchestrator, the ssh transport) holds no
+    module of submit, cancel, resume, logs or doctor: their dataclasses alone cost ~20 ms of
+    a cold command's CPU. Each flow imports its own where it runs (cluster.py, plan.py)."""
+    imports = "import remote_chain.cli, remote_chain.orchestrator, remote_chain.remote.ssh"
+    code = f"import sys\n{imports}\nprint(sorted(m for m in {OTHER_FLOWS!r} if m in sys.modules))"
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_main_exits_with_the_code_and_flushed_output() -> None:
     """main() skips the teardown but keeps stdout, stderr and the exit code."""
     run = "from remote_chain.cli import main; main()"
