@@ -7,14 +7,15 @@ asyncssh, connecting in the same test, is the "before" (``none``, a query, the s
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import io
 import logging
 import os
 import pwd
 import signal
 import subprocess
-from collections.abc import Iterator
+import sys
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import asyncssh
@@ -23,6 +24,10 @@ from sshd import HOST, Sshd, keygen, running_sshd
 
 from remote_chain.errors import AuthenticationError
 from remote_chain.remote.ssh import SshRemote
+
+sys.path.append(str(Path(__file__).resolve().parent.parent / "scripts"))
+from benchlib.flightproxy import FlightProxy  # scripts/ is not a package: found through sys.path
+from benchlib.stats import Chunk, client_flights
 
 BANNER = "Authorized use only (loopback test banner)"
 AGENT_START_TIMEOUT = 10.0
@@ -301,90 +306,29 @@ async def test_identity_rsa_certificate_promoted_keeps_its_sha2_retry(
 
 
 # --- the first request rides with the service request ----------------------------------------
-REPLY_DELAY_S = 0.15  # each server chunk reaches the client this late: one wait each
+RTT_S = 0.15  # through the bench's flight proxy: a wait for the server is one of these
 
 
-class _SlowReplies:
-    """A relay in front of sshd that holds every server->client chunk ``REPLY_DELAY_S``,
-    in order, and notes when the client's chunks arrive: a flight is a run of client
-    chunks sent without waiting for the server (closer together than half the delay, with
-    no reply delivered between them)."""
+@contextlib.asynccontextmanager
+async def _flight_proxy(target_port: int) -> AsyncIterator[tuple[int, Callable[[], int]]]:
+    """The bench's delaying proxy that logs every chunk (``benchlib/flightproxy.py``) in front
+    of sshd, in this event loop: its port, and the client flights the server answered so far
+    (``stats.client_flights``, the bench's own count)."""
+    events = io.StringIO()
+    proxy = FlightProxy(HOST, target_port, delay_ms=RTT_S * 1000 / 2, events=events)
+    port = await proxy.start()
 
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.events: list[tuple[float, bool]] = []  # (time, from the client)
-        self.port = 0
-        self._writers: list[asyncio.StreamWriter] = []
-        self._tasks: set[asyncio.Task[None]] = set()
+    def flights() -> int:
+        chunks = [
+            Chunk(float(t), int(conn), way == "u", int(size))
+            for t, conn, way, size in (line.split() for line in events.getvalue().splitlines())
+        ]
+        return client_flights(chunks, rtt=RTT_S)
 
-    async def __aenter__(self) -> _SlowReplies:
-        self._server = await asyncio.start_server(self._serve, HOST, 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._server.close()
-        for writer in self._writers:
-            writer.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._server.wait_closed()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        up_reader, up_writer = await asyncio.open_connection(HOST, self.target_port)
-        self._writers += [writer, up_writer]
-        loop = asyncio.get_running_loop()
-
-        async def up() -> None:
-            while chunk := await reader.read(65536):
-                self.events.append((loop.time(), True))
-                up_writer.write(chunk)
-            up_writer.close()
-
-        async def down() -> None:
-            queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
-
-            async def release() -> None:
-                while True:
-                    due, chunk = await queue.get()
-                    await asyncio.sleep(max(0.0, due - loop.time()))
-                    if not chunk:
-                        writer.close()
-                        return
-                    self.events.append((loop.time(), False))
-                    writer.write(chunk)
-
-            releaser = asyncio.ensure_future(release())
-            try:
-                while True:
-                    chunk = await up_reader.read(65536)
-                    queue.put_nowait((loop.time() + REPLY_DELAY_S, chunk))
-                    if not chunk:
-                        break
-                await releaser
-            finally:
-                releaser.cancel()
-
-        # Cancelled when the test is done (__aexit__): the relay's own end, not an error.
-        with contextlib.suppress(OSError, asyncio.CancelledError):
-            await asyncio.gather(up(), down())
-
-    def flights(self) -> int:
-        """Client flights so far that the server answered (a goodbye waits for nothing)."""
-        count, heard, pending, last = 0, True, False, -1.0
-        for t, from_client in self.events:
-            if not from_client:
-                heard = True
-                count, pending = count + pending, False
-                continue
-            if heard and t - last >= REPLY_DELAY_S / 2:
-                last, pending = t, True
-            heard = False
-        return count
+    try:
+        yield port, flights
+    finally:
+        await proxy.stop()
 
 
 def _rsa_key(sshd: Sshd, directory: Path) -> Path:
@@ -408,25 +352,28 @@ async def test_the_first_request_leaves_with_the_service_request(
     with rsa-sha2, not the ssh-rsa name OpenSSH >= 8.8 refuses)."""
     key = sshd.client_key if kind == "ed25519" else _rsa_key(sshd, tmp_path)
     caplog.set_level(logging.INFO, logger="asyncssh")
-    async with _SlowReplies(sshd.port) as relay:
+    async with _flight_proxy(sshd.port) as (port, flights):
         known = tmp_path / "known_hosts"
-        known.write_text(f"[{HOST}]:{relay.port} {sshd.host_key_line}\n")
+        known.write_text(f"[{HOST}]:{port} {sshd.host_key_line}\n")
         async with asyncssh.connect(
             HOST,
-            port=relay.port,
+            port=port,
             username=sshd.user,
             client_keys=[str(key)],
             known_hosts=str(known),
             config=[],
         ):
-            stock = relay.flights()
-        before, start = _requests(sshd), relay.flights()
-        endpoint = sshd.endpoint(port=relay.port, identity_file=key, known_hosts=known)
-        remote = await SshRemote.open(endpoint)
-        ours = relay.flights() - start
+            stock = flights()
+        before, start = _requests(sshd), flights()
+        remote = await SshRemote.open(
+            sshd.endpoint(port=port, identity_file=key, known_hosts=known)
+        )
+        ours = flights() - start
         await remote.aclose()
     assert _requests(sshd) - before == 1
     assert "ahead of the service accept" in caplog.text
-    # stock: version + KEXINIT, ECDH, NEWKEYS + service request, none, the query, the
-    # signature; ours: the signature rides in the third flight
-    assert (stock, ours) == (6, 3)
+    # Counted as the bench counts P1's connection (a flight the server answered; sshd sends
+    # its version unasked, so the version exchange waits for nothing): stock asyncssh KEXINIT,
+    # ECDH, NEWKEYS + service request, none, the query, the signature; ours ECDH, then
+    # NEWKEYS + service request + the signature.
+    assert (stock, ours) == (5, 2)
