@@ -377,3 +377,31 @@ async def test_the_first_request_leaves_with_the_service_request(
     # ECDH, NEWKEYS + service request, none, the query, the signature; ours ECDH, then
     # NEWKEYS + service request + the signature.
     assert (stock, ours) == (5, 2)
+
+
+@pytest.mark.anyio
+async def test_a_server_that_is_not_openssh_gets_the_stock_order(
+    sshd: Sshd, home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a server whose version string says OpenSSH is known to read a USERAUTH_REQUEST
+    sent before its SERVICE_ACCEPT: another (here asyncssh's own server) waits for the accept,
+    and the login works as before."""
+    host_key = asyncssh.generate_private_key("ssh-ed25519")
+    server = await asyncssh.listen(
+        HOST,
+        0,
+        server_host_keys=[host_key],
+        authorized_client_keys=f"{sshd.client_key}.pub",
+    )
+    try:
+        port = server.sockets[0].getsockname()[1]
+        known = tmp_path / "known_hosts"
+        known.write_text(f"[{HOST}]:{port} {host_key.export_public_key().decode()}")
+        caplog.set_level(logging.INFO, logger="asyncssh")
+        remote = await SshRemote.open(sshd.endpoint(port=port, known_hosts=known))
+        await remote.aclose()
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert f"Auth for user {sshd.user} succeeded" in caplog.text
+    assert "ahead of the service accept" not in caplog.text
