@@ -22,6 +22,15 @@ CHAINS_AWK_PLACEHOLDER = "__CHAINS_AWK__"
 PER_RENDER = frozenset({"__PAYLOAD__"})
 PLACEHOLDER = re.compile(r"__[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*__")
 
+# The execs' tunables, here rather than in the modules that render the execs: only templates
+# read them, and a status would otherwise import bundle, script, chain and actions for three
+# numbers (~10 ms of a cold command, issue 13 P9).
+CANCEL_ROUNDS = 30  # seconds the cancel exec keeps re-reading the queue at most
+# How long a submit that finds the run folder already there waits for the other submit's
+# record (a concurrent submit of the same --run-id may still be running sbatch).
+RECORD_WAIT_S = 60
+CHAIN_WARNING = "Chain will NOT continue on failure"  # the prologue's line when it stops a chain
+
 
 @functools.cache
 def _read(name: str) -> str:
@@ -37,8 +46,6 @@ def _case_words(words: Iterable[str]) -> str:
 def template_subs() -> Mapping[str, str]:
     """The one substitution map of every template."""
     # Imported here: these modules render templates themselves (a cycle at import time).
-    from remote_chain.actions import CANCEL_ROUNDS  # noqa: PLC0415
-    from remote_chain.bundle import RECORD_WAIT_S  # noqa: PLC0415
     from remote_chain.models import (  # noqa: PLC0415
         LEASE_LIVE_STATES,
         NON_TERMINAL_STATES,
@@ -56,7 +63,6 @@ def template_subs() -> Mapping[str, str]:
         SQUEUE_STATE_ARGS,
         SQUEUE_SUCCESSOR_FORMAT,
     )
-    from remote_chain.script import CHAIN_WARNING  # noqa: PLC0415
     from remote_chain.snapshot import (  # noqa: PLC0415
         CHAIN_FILES,
         INLINE_FILE_BYTES,

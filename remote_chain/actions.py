@@ -16,7 +16,6 @@ from remote_chain.wire import decode
 
 # The event a resume appends per job whose walltime it counted: <time> <job> <kind> <seconds>.
 COUNTED_EVENT = EventKind.COUNTED_BY_RESUME
-CANCEL_ROUNDS = 30  # seconds the cancel exec keeps re-reading the queue at most
 LOG_CHUNK = 4 << 20  # bytes of a log one exec returns at most
 
 

@@ -34,9 +34,6 @@ FIRST_JOB_FILE = layout.FIRST_JOB_FILE
 RECORD_FILE = layout.RECORD_FILE
 SBATCH_OUT = layout.SBATCH_OUT
 SUBMIT_LOG = layout.SUBMIT_LOG
-# How long a submit that finds the run folder already there waits for the other submit's
-# record (a concurrent submit of the same --run-id may still be running sbatch).
-RECORD_WAIT_S = 60
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,6 @@ SECRETS_FILE = layout.SECRETS_FILE
 SINCE_FILE = layout.SINCE_FILE
 UNKNOWN_FILE = layout.UNKNOWN_FILE
 WALLTIME_FILE = layout.WALLTIME_FILE
-CHAIN_WARNING = "Chain will NOT continue on failure"
 
 ScalarValue = str | int | float | bool | None
 

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from remote_chain._template import CHAIN_WARNING
 from remote_chain.chain import STATE_OUTCOMES, decide
 from remote_chain.models import (
     LEASE_LIVE_STATES,
@@ -39,7 +40,6 @@ from remote_chain.sacct import PROLOGUE_SACCT_FIELDS, parse_state
 from remote_chain.script import (
     CANCEL_MARKER,
     CHAIN_FILE,
-    CHAIN_WARNING,
     EVENTS_FILE,
     LEASE_FILE,
     RETRIES_FILE,
