@@ -18,8 +18,12 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
-import asyncssh
 import structlog
+
+from remote_chain.remote.liblookup import without_compiler
+
+with without_compiler():  # its liboqs lookup would run gcc twice (liblookup.py)
+    import asyncssh
 
 from remote_chain.errors import (
     AuthenticationError,
