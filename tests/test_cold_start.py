@@ -44,6 +44,27 @@ def test_logging_imports_structlog_without_rich() -> None:
     assert "rich" in _imported("import remote_chain.logconfig, rich.console")
 
 
+def test_logging_hides_colorama_from_structlog_on_posix(tmp_path: Path) -> None:
+    """structlog.dev imports colorama (with ctypes) for Windows consoles only; on POSIX it is
+    hidden like rich, and importable again afterwards. The stand-in here lacks colorama's
+    ``Style``, so structlog importing it fails the command."""
+    (tmp_path / "colorama.py").write_text("STAND_IN = True\n")
+    code = (
+        "import sys\nimport remote_chain.logconfig\nseen = 'colorama' in sys.modules\n"
+        "import colorama\nprint(seen, colorama.STAND_IN)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
+
+
 def test_config_loading_imports_no_yaml_until_a_yaml_is_read() -> None:
     """Profiles (TOML) load without PyYAML; status never reads YAML."""
     assert "yaml" not in _imported("import remote_chain.config")
