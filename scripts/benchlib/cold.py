@@ -63,7 +63,7 @@ SSH24, STATUS24 = "bare ssh true, Slurm 24.11's login node", "status --json, Slu
 ENDED = "status --json, an ended chain (its jobs from sacct)"
 FLOOR = "floor: python + asyncssh, `true`"  # benchlib/floor.py
 CARD = "floor + the card's packages, `true`"  # pydantic-settings, structlog, tenacity, anyio
-FAST = "floor + the card's packages + fast auth, `true`"  # remote/fastauth.py: 1 auth flight
+FAST = "floor + the card's packages + our asyncssh import and auth, `true`"  # liblookup, fastauth
 P8_LOCAL_S = 0.15  # P8: status through the agent <= 2 RTT + 0.15 s
 
 

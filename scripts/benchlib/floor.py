@@ -10,9 +10,10 @@ limit is explained by the measurement that shows it).
 With ``--card`` it first imports the design card's other packages (pydantic-settings,
 structlog, tenacity, anyio: what every remote-chain command loads), so the two rows together
 say what the fixed stack costs before any of remote-chain's own code runs. With ``--fast`` it
-authenticates as remote-chain does (``remote/fastauth.py``: the first key's signature in the
-first request), so stock asyncssh's rows stay the fixed stack's price and this one says what
-remote-chain's own connection pays.
+imports asyncssh and authenticates as remote-chain does (``remote/liblookup.py``: no gcc for
+the liboqs lookup; ``remote/fastauth.py``: the first key's signature in the first request),
+so stock asyncssh's rows stay the fixed stack's price and this one says what remote-chain's
+own connection pays.
 
 Run as ``python floor.py [--card] [--fast] HOST PORT USER IDENTITY KNOWN_HOSTS``.
 """
@@ -48,25 +49,29 @@ def _main() -> None:
     import os  # noqa: PLC0415
 
     args = sys.argv[1:]
-    if args[:1] == ["--card"]:
-        args = args[1:]
+    card, fast = "--card" in args, "--fast" in args
+    args = [a for a in args if a not in ("--card", "--fast")]
+    if card:
         import anyio  # noqa: F401, PLC0415
         import pydantic_settings  # noqa: F401, PLC0415
         import tenacity  # noqa: F401, PLC0415
 
-        # structlog as remote_chain.logconfig imports it: with rich hidden (~20 ms less).
-        sys.modules["rich"] = None  # type: ignore[assignment]
+        # structlog as remote_chain.logconfig imports it: rich and colorama hidden.
+        sys.modules["rich"] = sys.modules["colorama"] = None  # type: ignore[assignment]
         import structlog  # noqa: F401, PLC0415
 
-        del sys.modules["rich"]
-    import asyncssh  # noqa: PLC0415
-
+        del sys.modules["rich"], sys.modules["colorama"]
     factory: Any = None  # asyncssh's own SSHClient
-    if args[:1] == ["--fast"]:
-        args = args[1:]
+    if fast:
+        from remote_chain.remote.liblookup import without_compiler  # noqa: PLC0415
+
+        with without_compiler():
+            import asyncssh  # noqa: PLC0415
         from remote_chain.remote import fastauth  # noqa: PLC0415
 
         factory = fastauth.client_factory(prefer_first_key=True)
+    else:
+        import asyncssh  # noqa: PLC0415
 
     host, port, user, key, known = args[:5]
 
