@@ -49,6 +49,8 @@ def test_the_transport_imports_asyncssh_without_running_a_compiler(tmp_path: Pat
     if ctypes.util.find_library("oqs") is None:  # not installed: the stdlib asks gcc, twice
         assert len(stock) >= 2, stock
     assert _compilers_logged(tmp_path, "import remote_chain.remote.ssh") == []
+    # The openssh transport reads the ssh config with asyncssh's parser: its first import.
+    assert _compilers_logged(tmp_path, "import remote_chain.remote.openssh") == []
 
 
 def test_find_library_answers_as_the_stdlib_for_cached_and_missing_libraries() -> None:
@@ -57,7 +59,10 @@ def test_find_library_answers_as_the_stdlib_for_cached_and_missing_libraries() -
     assert liblookup.find_library("no-such-library-rc") is None
 
 
-@pytest.mark.skipif(shutil.which("ld") is None, reason="the stdlib's ld step needs ld")
+@pytest.mark.skipif(
+    shutil.which("ld") is None or shutil.which("objdump") is None,
+    reason="the stdlib's ld step needs binutils (ld, and objdump for the soname)",
+)
 def test_find_library_searches_ld_library_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

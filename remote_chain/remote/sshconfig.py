@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from asyncssh.config import ConfigParseError, SSHClientConfig, SSHConfig
-
 from remote_chain.errors import ConfigError
 from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT, Endpoint
+from remote_chain.remote.liblookup import without_compiler
+
+with without_compiler():  # the openssh transport's first asyncssh import (liblookup.py)
+    from asyncssh.config import ConfigParseError, SSHClientConfig, SSHConfig
 
 DEFAULT_PORT = 22
 USER_CONFIG = Path("~/.ssh/config")
