@@ -15,13 +15,15 @@ REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("asyncssh", "rich", "yaml", "pydantic", "structlog")
 
 
-def _python(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _python(code: str, *args: str, path: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``code`` in a new interpreter with the repository (then ``path``) on its path."""
+    pythonpath = str(REPO) if path is None else f"{REPO}{os.pathsep}{path}"
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": pythonpath},
         check=False,
     )
 
@@ -53,14 +55,7 @@ def test_logging_hides_colorama_from_structlog_on_posix(tmp_path: Path) -> None:
         "import sys\nimport remote_chain.logconfig\nseen = 'colorama' in sys.modules\n"
         "import colorama\nprint(seen, colorama.STAND_IN)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{tmp_path}"},
-        check=False,
-    )
+    done = _python(code, path=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]
 
