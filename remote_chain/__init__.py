@@ -45,7 +45,7 @@ _LAZY = {
     "ResumeCaps": "remote_chain.resumecaps",
     "WaitTimeout": "remote_chain.errors",
     "ChainStatus": "remote_chain.chainstatus",
-    "ChainStateName": "remote_chain.chainstatus",
+    "ChainStateName": "remote_chain.models",
     "Settings": "remote_chain.settings",
     "RemoteChainError": "remote_chain.errors",
     "ConfigError": "remote_chain.errors",
@@ -53,7 +53,7 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
-    from remote_chain.chainstatus import ChainStateName, ChainStatus
+    from remote_chain.chainstatus import ChainStatus
     from remote_chain.config import (
         BenchmarkConfig,
         ClusterProfile,
@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         load_submit_config,
     )
     from remote_chain.errors import ConfigError, RemoteChainError, RemoteError, WaitTimeout
+    from remote_chain.models import ChainStateName
     from remote_chain.orchestrator import Orchestrator
     from remote_chain.results import (
         CancelResult,

@@ -30,6 +30,14 @@ CANCEL_ROUNDS = 30  # seconds the cancel exec keeps re-reading the queue at most
 # record (a concurrent submit of the same --run-id may still be running sbatch).
 RECORD_WAIT_S = 60
 CHAIN_WARNING = "Chain will NOT continue on failure"  # the prologue's line when it stops a chain
+# The status exec's chain files (layout.CHAIN_FILES): above MAX_FILE_BYTES one is "toolarge"
+# (a chain's events file is a few KiB; more means something is wrong). Up to INLINE_FILE_BYTES
+# bash reads it itself and sends it escaped (wire.py), with no process per file; bigger ones
+# take base64. A status poll of 200 chains stays one exec and a few processes, instead of ~4
+# forks per file (benchmarks issue, P3: 200 chains ~ 1 chain). Here, not in snapshot.py: every
+# template's substitution map needs them, and a submit would import the status exec's parser.
+MAX_FILE_BYTES = 1 << 20
+INLINE_FILE_BYTES = 64 * 1024
 
 
 @functools.cache
@@ -63,12 +71,8 @@ def template_subs() -> Mapping[str, str]:
         SQUEUE_STATE_ARGS,
         SQUEUE_SUCCESSOR_FORMAT,
     )
-    from remote_chain.snapshot import (  # noqa: PLC0415
-        CHAIN_FILES,
-        INLINE_FILE_BYTES,
-        MAX_FILE_BYTES,
-    )
 
+    chain_files = layout.CHAIN_FILES
     groups: list[Mapping[str, str]] = [
         {
             # The run folder (layout.py).
@@ -117,18 +121,18 @@ def template_subs() -> Mapping[str, str]:
             "__INLINE__": str(INLINE_FILE_BYTES),
             "__FILES__": "\n  ".join(
                 f'[[ -e "$b/{name}" ]] && rc_file {kind} "$b/{name}"'
-                for kind, name in CHAIN_FILES.items()
+                for kind, name in chain_files.items()
             ),
             # chains.awk's table of the same files, and find's test for every name it reads.
-            "__AWK_KINDS__": " ".join(f"{kind}={name}" for kind, name in CHAIN_FILES.items()),
+            "__AWK_KINDS__": " ".join(f"{kind}={name}" for kind, name in chain_files.items()),
             "__AWK_NAMES__": " -o ".join(
                 f"-name {name}"
-                for name in (*CHAIN_FILES.values(), layout.CANCEL_MARKER, layout.JOB_SCRIPT)
+                for name in (*chain_files.values(), layout.CANCEL_MARKER, layout.JOB_SCRIPT)
             ),
             "__AWK_LISTED__": " -o ".join(
                 f"-name {name}"
                 for name in dict.fromkeys(
-                    (*trusted_bench_files(), *CHAIN_FILES.values(), layout.CANCEL_MARKER)
+                    (*trusted_bench_files(), *chain_files.values(), layout.CANCEL_MARKER)
                 )
             ),
             # The shared ownership check (guard.py).

@@ -9,9 +9,9 @@ never read as success or failure.
 
 from __future__ import annotations
 
-import enum
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from remote_chain.layout import CHAIN_FILE, RETRIES_FILE, WALLTIME_FILE, EventKind, parse_record
 from remote_chain.limits import refusal_limit
@@ -19,26 +19,15 @@ from remote_chain.models import (
     JOB_ID_RE,
     NON_TERMINAL_STATES,
     Action,
+    ChainStateName,
     Executor,
     JobId,
     SlurmState,
 )
 from remote_chain.records import Record, json_meta
-from remote_chain.snapshot import ChainFiles, Snapshot
 
-
-class ChainStateName(enum.StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    STOPPED = "stopped"
-    UNKNOWN = "unknown"
-
-    @property
-    def ended(self) -> bool:
-        return self not in (ChainStateName.PENDING, ChainStateName.RUNNING, ChainStateName.UNKNOWN)
+if TYPE_CHECKING:  # read, never made here: a submit imports none of the status exec's modules
+    from remote_chain.snapshot import ChainFiles, Snapshot
 
 
 @dataclass(frozen=True)

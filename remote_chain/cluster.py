@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from remote_chain.chainstatus import ChainStateName, ChainStatus
 from remote_chain.config import ClusterProfile
 from remote_chain.durations import format_duration, parse_persist
 from remote_chain.errors import (
@@ -30,23 +29,24 @@ from remote_chain.errors import (
     SubmitError,
 )
 from remote_chain.guard import UNSAFE_EXIT
-from remote_chain.limits import fit_problems, parse_submit_limits
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
 from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT
 from remote_chain.retries import RetryPolicy, connect, lost_submit
-from remote_chain.runstatus import Polled, lagging, statuses
 from remote_chain.settings import Settings
-from remote_chain.snapshot import Target, parse_status_output, render_status_script
 
 if TYPE_CHECKING:
     from remote_chain.actions import CancelAnswer, LogChunk, ResumeAnswer
     from remote_chain.bundle import ClusterBundle, SubmitAnswer
+    from remote_chain.chainstatus import ChainStatus
     from remote_chain.doctor import DoctorReport
+    from remote_chain.models import ChainStateName
     from remote_chain.resumecaps import Plan, ResumeCaps
+    from remote_chain.snapshot import Target
 
 # Each operation's script builder and parser is imported by the operation itself: a status
 # command then never imports submit's, cancel's, resume's or doctor's modules (~20 ms of a
-# cold command's ~0.4 s of CPU, most of it their dataclasses being made; issue 13, P9).
+# cold command's ~0.4 s of CPU, most of it their dataclasses being made; issue 13, P9), and a
+# submit never imports status's (snapshot, sacct, chainstatus, runstatus: ~7 ms).
 
 log = structlog.get_logger("remote_chain")
 
@@ -260,6 +260,9 @@ class ClusterSession:
     ) -> list[ChainStatus]:
         """One status exec for all targets, every chain derived once per poll; the poll is
         retried (bounded) while accounting lags."""
+        from remote_chain.runstatus import Polled, lagging, statuses  # noqa: PLC0415 - start-up time
+        from remote_chain.snapshot import parse_status_output, render_status_script  # noqa: PLC0415 - start-up time
+
         script = render_status_script(targets, executor=self.profile.executor)
 
         async def poll() -> Polled:
@@ -357,6 +360,8 @@ def profile_sbatch_args(profile: ClusterProfile) -> list[str]:
 
 def _limit_warnings(bundle: ClusterBundle, answer: SubmitAnswer, stdout: str) -> list[str]:
     """Why the run cannot fit under the user's reported job limits (issue 10.6), if it cannot."""
+    from remote_chain.limits import fit_problems, parse_submit_limits  # noqa: PLC0415 - start-up time
+
     found = parse_submit_limits(stdout)
     if found is None or answer.existed:
         return []

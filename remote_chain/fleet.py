@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import structlog
@@ -32,7 +32,9 @@ from remote_chain.remote import ClosingContext, open_remote
 from remote_chain.results import ClusterFailure
 from remote_chain.retries import RetryPolicy
 from remote_chain.settings import Settings
-from remote_chain.snapshot import Target
+
+if TYPE_CHECKING:  # status's and cancel's: a submit never imports the status exec's modules
+    from remote_chain.snapshot import Target
 
 log = structlog.get_logger("remote_chain")
 T = TypeVar("T")
@@ -138,6 +140,8 @@ class Fleet(ClosingContext):
         self, run_id: str, clusters: Sequence[str | ClusterProfile], benchmarks: Sequence[str]
     ) -> dict[str, Target]:
         """Which folder to read on which cluster: --cluster wins, else the local index."""
+        from remote_chain.snapshot import Target  # noqa: PLC0415 - start-up time
+
         check_run_id(run_id)
         clusters = self._cluster_names(clusters)
         if clusters:

@@ -48,6 +48,15 @@ LEASE_FILE = ".remote_chain_lease"
 FIRST_JOB_FILE = ".remote_chain_first_job"  # the chain's first job id, written by submit
 SBATCH_OUT = ".remote_chain_sbatch.out"  # what sbatch said at submit
 EXIT_FILE = ".remote_chain_exit"  # the shell executor's exit status (no Slurm accounting)
+# The files status reads per chain, by short kind name.
+CHAIN_FILES: dict[str, str] = {
+    "chain": CHAIN_FILE,
+    "walltime": WALLTIME_FILE,
+    "retries": RETRIES_FILE,
+    "events": EVENTS_FILE,
+    "first": FIRST_JOB_FILE,
+    "exit": EXIT_FILE,
+}
 
 # Names a benchmark may not take: they are the run folder's own (config/validators.py).
 STATE_PREFIX = ".gym_"

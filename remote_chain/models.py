@@ -111,6 +111,22 @@ INFRA_STATES: frozenset[SlurmState] = frozenset(
 )
 
 
+class ChainStateName(enum.StrEnum):
+    """A chain's state as ``status`` reports it (interface.md), derived in chainstatus.py."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    STOPPED = "stopped"
+    UNKNOWN = "unknown"
+
+    @property
+    def ended(self) -> bool:
+        return self not in (ChainStateName.PENDING, ChainStateName.RUNNING, ChainStateName.UNKNOWN)
+
+
 @dataclass(frozen=True)
 class SacctRecord:
     """One allocation line of ``sacct -X --parsable2 --noheader``."""

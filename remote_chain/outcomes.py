@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from remote_chain.chainstatus import ChainStateName, ChainStatus
 from remote_chain.index import IndexedRun
 from remote_chain.layout import parse_record
+from remote_chain.models import ChainStateName
 from remote_chain.results import (
     CancelEntry,
     ClusterFailure,
@@ -22,12 +22,14 @@ from remote_chain.results import (
     StatusResult,
     Submission,
 )
-from remote_chain.snapshot import Target
 
-if TYPE_CHECKING:  # the answers of other flows than status: not imported by a status command
+if TYPE_CHECKING:  # each flow's own answers: a status command imports none of the others',
+    # and a submit none of status's (chainstatus, snapshot)
     from remote_chain.actions import CancelAnswer, ResumeAnswer
     from remote_chain.bundle import ClusterBundle, SubmitAnswer
+    from remote_chain.chainstatus import ChainStatus
     from remote_chain.resumecaps import Plan
+    from remote_chain.snapshot import Target
 
 RESUMABLE_STATES = frozenset({ChainStateName.FAILED, ChainStateName.STOPPED})
 
@@ -126,6 +128,8 @@ def resume_entries(cluster: str, answer: ResumeAnswer, plan: Plan) -> list[Resum
 
 def recent_targets(runs: Iterable[IndexedRun], clusters: Sequence[str]) -> dict[str, list[Target]]:
     """The run folders to read per cluster for ``status`` of recent runs (all, or ``clusters``)."""
+    from remote_chain.snapshot import Target  # noqa: PLC0415 - start-up time
+
     per_cluster: dict[str, list[Target]] = {}
     for run in runs:
         for name, c in run.clusters.items():

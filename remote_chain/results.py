@@ -11,14 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from remote_chain.chainstatus import ChainStateName, ChainStatus
 from remote_chain.errors import RemoteChainError
 from remote_chain.layout import JOB_SCRIPT
+from remote_chain.models import ChainStateName
 from remote_chain.records import Record, json_meta
 
 if TYPE_CHECKING:  # each flow's own modules: a status command never imports submit's or doctor's
     from remote_chain.actions import Check
     from remote_chain.bundle import ClusterBundle
+    from remote_chain.chainstatus import ChainStatus  # and a submit never imports status's
     from remote_chain.doctor import DoctorFacts
 
 # The failures of a flow are "errors" in every document (interface.md §4).

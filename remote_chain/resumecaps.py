@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
 from remote_chain.actions import COUNTED_EVENT
-from remote_chain.chainstatus import ChainStateName, Event, parse_events
+from remote_chain.chainstatus import Event, parse_events
 from remote_chain.layout import RETRIES_FILE, UNKNOWN_FILE, WALLTIME_FILE, EventKind, with_resume
-from remote_chain.models import JOB_ID_RE, Action, JobId
+from remote_chain.models import JOB_ID_RE, Action, ChainStateName, JobId
 from remote_chain.sacct import SACCT_FIELDS
 from remote_chain.wire import decode
 

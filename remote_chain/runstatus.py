@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remote_chain.chainstatus import ChainStateName, ChainStatus, derive, time_limits
-from remote_chain.models import Executor
+from remote_chain.chainstatus import ChainStatus, derive, time_limits
+from remote_chain.models import ChainStateName, Executor
 from remote_chain.snapshot import Snapshot
 
 

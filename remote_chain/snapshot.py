@@ -15,14 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
-from remote_chain.layout import (
-    CHAIN_FILE,
-    EVENTS_FILE,
-    EXIT_FILE,
-    FIRST_JOB_FILE,
-    RETRIES_FILE,
-    WALLTIME_FILE,
-)
+from remote_chain.layout import CHAIN_FILES
 from remote_chain.models import Executor, JobId, SacctRecord
 from remote_chain.sacct import (
     QueuedJob,
@@ -31,21 +24,6 @@ from remote_chain.sacct import (
     render_chunks_function,
 )
 from remote_chain.wire import decode
-
-# The files status reads per chain, by short kind name.
-CHAIN_FILES: dict[str, str] = {
-    "chain": CHAIN_FILE,
-    "walltime": WALLTIME_FILE,
-    "retries": RETRIES_FILE,
-    "events": EVENTS_FILE,
-    "first": FIRST_JOB_FILE,
-    "exit": EXIT_FILE,
-}
-MAX_FILE_BYTES = 1 << 20  # a chain's events file is a few KiB; more means something is wrong
-# Files up to this size are read by bash itself and sent escaped (wire.py), with no process per
-# file; bigger ones take base64. A status poll of 200 chains stays one exec and a few
-# processes, instead of ~4 forks per file (benchmarks issue, P3: 200 chains ~ 1 chain).
-INLINE_FILE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)

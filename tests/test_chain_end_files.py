@@ -18,8 +18,7 @@ from remote_chain.actions import (
     render_cancel_script,
     render_resume_script,
 )
-from remote_chain.chainstatus import ChainStateName
-from remote_chain.models import ResumePolicy
+from remote_chain.models import ChainStateName, ResumePolicy
 from remote_chain.resumecaps import ChainFacts, ResumeCaps, ResumeFacts, act_head, plan_resume
 from remote_chain.script import (
     RETRIES_FILE,

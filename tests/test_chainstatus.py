@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from remote_chain.chainstatus import ChainStateName, derive, parse_events
-from remote_chain.models import JobId, SacctRecord, SlurmState
+from remote_chain.chainstatus import derive, parse_events
+from remote_chain.models import ChainStateName, JobId, SacctRecord, SlurmState
 from remote_chain.sacct import QueuedJob
 from remote_chain.snapshot import ChainFiles, FileRead, Snapshot
 

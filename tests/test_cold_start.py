@@ -92,6 +92,37 @@ def test_a_status_command_imports_no_other_flows_modules() -> None:
     assert done.stdout.strip() == "[]"
 
 
+STATUS_MODULES = ("remote_chain.chainstatus", "remote_chain.runstatus", "remote_chain.snapshot")
+
+
+def test_a_submit_imports_none_of_the_status_execs_modules(tmp_path: Path) -> None:
+    """And the other way round: a cold `submit` (the same imports, its config and profile
+    loaded, its bundle built, its exec rendered and its answer read) imports nothing of the
+    status exec's (~7 ms): the templates' map once imported snapshot for three constants."""
+    (tmp_path / "eval.yaml").write_text("driver:\n  benchmarks:\n    b0: {command: 'true'}\n")
+    (tmp_path / "c1.toml").write_text('host = "h"\nworkdir = "/w"\n')
+    code = f"""import sys, datetime
+import remote_chain.cli, remote_chain.orchestrator, remote_chain.remote.ssh
+from pathlib import Path
+from remote_chain.bundle import parse_submit_output, render_submit_script
+from remote_chain.cluster import _limit_warnings
+from remote_chain.config import load_profile, load_submit_config
+from remote_chain.plan import build_bundle, read_uploads
+cfg = load_submit_config(Path({str(tmp_path / "eval.yaml")!r}))
+profile = load_profile(Path({str(tmp_path / "c1.toml")!r}))
+now = datetime.datetime.now(datetime.UTC)
+bundle = build_bundle(cfg, profile, ["b0"], read_uploads(cfg, max_bytes=1 << 20),
+                      run_id="rc-20261202T000000Z-abcdef", created=now)
+assert "sbatch" in render_submit_script(bundle)
+answer = parse_submit_output("DONE\\n")
+_limit_warnings(bundle, answer, "DONE\\n")
+print(sorted(m for m in {STATUS_MODULES!r} if m in sys.modules))
+"""
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
 def test_main_exits_with_the_code_and_flushed_output() -> None:
     """main() skips the teardown but keeps stdout, stderr and the exit code."""
     run = "from remote_chain.cli import main; main()"

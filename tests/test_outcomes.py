@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from remote_chain.actions import CancelAnswer, ResumeAnswer
 from remote_chain.bundle import ChainPlan, ClusterBundle, SubmitAnswer, Submitted
-from remote_chain.chainstatus import ChainStateName, ChainStatus
+from remote_chain.chainstatus import ChainStatus
 from remote_chain.errors import RemoteError
 from remote_chain.index import IndexedCluster, IndexedRun
-from remote_chain.models import JobId
+from remote_chain.models import ChainStateName, JobId
 from remote_chain.outcomes import (
     cancel_entries,
     per_run,

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from remote_chain.actions import Check
-from remote_chain.chainstatus import ChainStateName, ChainStatus, JobView
+from remote_chain.chainstatus import ChainStatus, JobView
 from remote_chain.doctor import DoctorFacts
 from remote_chain.errors import ConfigError, RemoteError
-from remote_chain.models import JobId
+from remote_chain.models import ChainStateName, JobId
 from remote_chain.records import Record, encode
 from remote_chain.results import (
     CancelEntry,

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from remote_chain.chainstatus import ChainStateName, parse_events
-from remote_chain.models import JobId
+from remote_chain.chainstatus import parse_events
+from remote_chain.models import ChainStateName, JobId
 from remote_chain.resumecaps import (
     ChainFacts,
     ResumeCaps,

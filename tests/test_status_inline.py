@@ -11,11 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from remote_chain._template import INLINE_FILE_BYTES, MAX_FILE_BYTES
 from remote_chain.remote.markers import wrap
 from remote_chain.script import CHAIN_FILE, EVENTS_FILE
 from remote_chain.snapshot import (
-    INLINE_FILE_BYTES,
-    MAX_FILE_BYTES,
     Snapshot,
     Target,
     parse_status_output,

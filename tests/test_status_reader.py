@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from remote_chain._template import INLINE_FILE_BYTES
 from remote_chain.guard import UNSAFE_EXIT
 from remote_chain.layout import (
     CANCEL_MARKER,
@@ -33,7 +34,6 @@ from remote_chain.layout import (
 )
 from remote_chain.remote.markers import wrap
 from remote_chain.snapshot import (
-    INLINE_FILE_BYTES,
     Target,
     parse_status_output,
     render_status_script,

@@ -24,7 +24,7 @@ from benchlib.common import (
 )
 from benchlib.probe import Probe
 from benchlib.stats import Row, Summary, Verdict, paired_rtt_equivalents, seconds, times
-from remote_chain.chainstatus import ChainStateName
+from remote_chain.models import ChainStateName
 from remote_chain.orchestrator import StatusResult
 from tests import devcluster
 

@@ -26,8 +26,8 @@ import anyio
 import devcluster
 import pytest
 
-from remote_chain.chainstatus import ChainStateName
 from remote_chain.errors import AuthenticationError, ConnectError, HostKeyError
+from remote_chain.models import ChainStateName
 from remote_chain.orchestrator import Orchestrator, StatusResult, SubmitResult
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
 

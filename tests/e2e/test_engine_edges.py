@@ -23,7 +23,8 @@ import devcluster
 import pytest
 import yaml
 
-from remote_chain.chainstatus import ChainStateName, ChainStatus
+from remote_chain.chainstatus import ChainStatus
+from remote_chain.models import ChainStateName
 from remote_chain.script import SECRETS_FILE, UNKNOWN_FILE
 
 from .conftest import (

@@ -14,7 +14,7 @@ from pathlib import Path
 import devcluster
 import pytest
 
-from remote_chain.chainstatus import ChainStateName
+from remote_chain.models import ChainStateName
 from remote_chain.orchestrator import ResumeResult
 from remote_chain.resumecaps import ResumeCaps
 

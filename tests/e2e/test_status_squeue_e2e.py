@@ -12,7 +12,7 @@ import devcluster
 import pytest
 
 from remote_chain import wire
-from remote_chain.chainstatus import ChainStateName
+from remote_chain.models import ChainStateName
 from remote_chain.orchestrator import StatusResult
 from remote_chain.remote.markers import wrap
 from remote_chain.snapshot import Target, parse_status_output, render_status_script

@@ -24,8 +24,7 @@ from pathlib import Path
 import devcluster
 import pytest
 
-from remote_chain.chainstatus import ChainStateName
-from remote_chain.models import JobId, SacctRecord, SlurmState
+from remote_chain.models import ChainStateName, JobId, SacctRecord, SlurmState
 from remote_chain.orchestrator import SubmitResult
 from remote_chain.sacct import (
     parse_sacct,

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import devcluster
 import pytest
 
-from remote_chain.chainstatus import ChainStateName, ChainStatus
+from remote_chain.chainstatus import ChainStatus
+from remote_chain.models import ChainStateName
 
 from .conftest import (
     VERSIONS,

@@ -31,8 +31,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from remote_chain.bundle import FIRST_JOB_FILE, RECORD_FILE
-from remote_chain.chainstatus import ChainStateName, ChainStatus
+from remote_chain.chainstatus import ChainStatus
 from remote_chain.errors import RemoteError
+from remote_chain.models import ChainStateName
 from remote_chain.orchestrator import Orchestrator, StatusResult, SubmitResult
 from remote_chain.script import CHAIN_FILE, RETRIES_FILE, WALLTIME_FILE
 
