@@ -103,9 +103,17 @@ async def open_remote(endpoint: Endpoint) -> Remote:
     through_agent = await open_via_agent(endpoint)
     if through_agent is not None:
         return through_agent
-    from remote_chain.remote.ssh import SshRemote  # noqa: PLC0415
+    # The TCP handshake and sshd's banner under way while asyncssh is imported (early.py).
+    from remote_chain.remote.early import begin  # noqa: PLC0415
 
-    return await SshRemote.open(endpoint)
+    early = begin(endpoint)
+    try:
+        from remote_chain.remote.ssh import SshRemote  # noqa: PLC0415
+    except BaseException:
+        if early is not None:
+            early.close()
+        raise
+    return await SshRemote.open(endpoint, early)
 
 
 def output_too_large(name: str, limit: int) -> RemoteError:

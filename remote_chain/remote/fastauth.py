@@ -78,21 +78,59 @@ _EARLY_SHAPE = (
 )
 
 
+def _version_after_owner() -> bool:
+    """Whether asyncssh's ``connection_made`` tells the owner before it sends the version
+    (2.24.1 does): only then can ``FastAuthClient`` take over a version sent ahead."""
+    made = getattr(_connection.SSHConnection, "connection_made", None)
+    names = getattr(getattr(made, "__code__", None), "co_names", ())
+    return (
+        "connection_made" in names
+        and "_send_version" in names
+        and names.index("connection_made") < names.index("_send_version")
+        and hasattr(_connection.SSHConnection, "_version")  # set in __init__: not on the class
+        is False
+    )
+
+
+# A cold command's socket may come with our version line already sent (remote/early.py);
+# asyncssh must then not send it again, and must hash the same line in the key exchange.
+VERSION_AHEAD = _version_after_owner()
+
+
 class FastAuthClient(asyncssh.SSHClient):
     """The owner of a connection that takes the short path; one per connection."""
 
-    def __init__(self, prefer_first_key: bool) -> None:
+    def __init__(self, prefer_first_key: bool, version_sent: bool = False) -> None:
         # The profile's identity file, when it names one, is asyncssh's first configured key:
         # it is the one signed directly, ahead of the agent's keys (asyncssh puts those first).
         self.prefer_first_key = prefer_first_key
         self.started = False
         # Auth began on the server's EXT_INFO, ahead of SERVICE_ACCEPT (see the module doc).
         self.ahead_of_accept = False
+        # The version line went out with the TCP connect (early.py), as asyncssh would have
+        # written it (the connection's client_version is the same software name).
+        self.version_sent = version_sent
+
+    def connection_made(self, conn: SSHClientConnection) -> None:
+        if self.version_sent:
+            if getattr(conn, "_client_version", None) != b"":  # sent already: two versions
+                raise asyncssh.ProtocolError("the client version was sent twice")
+            conn._send_version = functools.partial(_version_already_sent, conn)  # type: ignore[method-assign]
 
 
-def client_factory(*, prefer_first_key: bool) -> Callable[[], asyncssh.SSHClient]:
+def _version_already_sent(conn: Any) -> None:
+    """Stock ``_send_version`` for a client, without the send (the line is out already)."""
+    version = b"SSH-2.0-" + conn._version
+    conn.logger.debug1("Sent version %s ahead, with the TCP connect", version)
+    conn._client_version = version
+    conn.set_extra_info(client_version=version.decode("ascii"))
+
+
+def client_factory(
+    *, prefer_first_key: bool, version_sent: bool = False
+) -> Callable[[], asyncssh.SSHClient]:
     """``asyncssh.connect(client_factory=...)`` for one connection (one hop)."""
-    return functools.partial(FastAuthClient, prefer_first_key)
+    return functools.partial(FastAuthClient, prefer_first_key, version_sent)
 
 
 def _costs_the_user(key: Any) -> bool:

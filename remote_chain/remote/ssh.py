@@ -15,7 +15,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import structlog
@@ -54,6 +54,9 @@ from remote_chain.remote.markers import (
 )
 from remote_chain.remote.sshconfig import Hop, Route, resolve
 from remote_chain.retries import channel_refused
+
+if TYPE_CHECKING:
+    from remote_chain.remote.early import EarlyTcp
 
 _log = structlog.get_logger()
 
@@ -197,44 +200,68 @@ async def _connect_hop(
     route: Route,
     hop: Hop,
     tunnel: asyncssh.SSHClientConnection | None,
+    early: EarlyTcp | None = None,
 ) -> asyncssh.SSHClientConnection:
-    """One hop, verified against the profile's (or its config's) known_hosts; never prompts."""
+    """One hop, verified against the profile's (or its config's) known_hosts; never prompts.
+
+    ``early``: the TCP connect a cold command began before importing us (early.py), used if
+    it reaches this hop the way asyncssh would; the connect timeout counts from its start.
+    """
     known_hosts = _existing_known_hosts(endpoint, hop)
     identity = endpoint.identity_file
+    sock, timeout, version = None, hop.connect_timeout, ""
     with _translated(endpoint, "connect", hop.connect_timeout, hop):
+        plain = tunnel is None and hop.direct and fastauth.VERSION_AHEAD
+        if early is not None and plain and early.reaches(hop.host, hop.port):
+            with anyio.fail_after(timeout):
+                sock = await early.connected()
+            timeout = max(0.001, timeout - (time.monotonic() - early.started))
+            version = early.software if sock is not None else ""
         # asyncssh reads the same config files for the rest (HostName, IdentityFile,
         # IdentitiesOnly, CertificateFile, IdentityAgent, HostKeyAlias, ...); `()` is its
         # "not given". Host keys, the route and the timeout are ours, for every hop alike.
-        return await asyncssh.connect(
-            hop.alias,
-            port=hop.port_set if hop.port_set is not None else (),
-            username=hop.user_set if hop.user_set is not None else (),
-            config=[str(f) for f in route.config_files],
-            client_keys=[str(identity.expanduser())] if identity is not None else (),
-            known_hosts=known_hosts,
-            # Our own tunnel, never asyncssh's: it would open the jump hosts with the
-            # config's known_hosts and without the profile's key (issue 14.3).
-            tunnel=tunnel,
-            proxy_command=None if tunnel is not None else (),
-            keepalive_interval=hop.keepalive_interval or endpoint.keepalive_interval,
-            connect_timeout=hop.connect_timeout,
-            # Keys only (agent, identity file, ssh config): a password or MFA prompt would
-            # hang a CI job; MFA sites use the openssh transport instead.
-            password_auth=False,
-            kbdint_auth=False,
-            # The first key's signature in the first request: 1 auth flight, not 3 (fastauth).
-            client_factory=fastauth.client_factory(prefer_first_key=identity is not None),
-        )
+        try:
+            return await asyncssh.connect(
+                hop.alias,
+                port=hop.port_set if hop.port_set is not None else (),
+                username=hop.user_set if hop.user_set is not None else (),
+                config=[str(f) for f in route.config_files],
+                client_keys=[str(identity.expanduser())] if identity is not None else (),
+                known_hosts=known_hosts,
+                # Our own tunnel, never asyncssh's: it would open the jump hosts with the
+                # config's known_hosts and without the profile's key (issue 14.3).
+                tunnel=tunnel,
+                proxy_command=None if tunnel is not None else (),
+                sock=sock,
+                keepalive_interval=hop.keepalive_interval or endpoint.keepalive_interval,
+                connect_timeout=timeout,
+                # Keys only (agent, identity file, ssh config): a password or MFA prompt would
+                # hang a CI job; MFA sites use the openssh transport instead.
+                password_auth=False,
+                kbdint_auth=False,
+                # The version line already sent on an early socket: asyncssh hashes that one.
+                client_version=version or (),
+                # The first key's signature in the first request: 1 auth flight, not 3 (fastauth).
+                client_factory=fastauth.client_factory(
+                    prefer_first_key=identity is not None, version_sent=bool(version)
+                ),
+            )
+        except BaseException:
+            if sock is not None:  # refused before a transport took it (a key that will not
+                sock.close()  # load); else asyncssh closed it already and this is a no-op
+            raise
 
 
-async def _connect(endpoint: Endpoint) -> asyncssh.SSHClientConnection:
+async def _connect(
+    endpoint: Endpoint, early: EarlyTcp | None = None
+) -> asyncssh.SSHClientConnection:
     """Connect hop by hop (jump hosts first) and authenticate, verifying every host key."""
-    route = resolve(endpoint)
     started = time.monotonic()
     tunnel: asyncssh.SSHClientConnection | None = None
     try:
+        route = resolve(endpoint)
         for hop in route.hops:
-            connection = await _connect_hop(endpoint, route, hop, tunnel)
+            connection = await _connect_hop(endpoint, route, hop, tunnel, early)
             # Closing the target then closes the jump hosts too, as asyncssh's own tunnels do.
             connection.set_tunnel(tunnel)
             tunnel = connection
@@ -242,6 +269,9 @@ async def _connect(endpoint: Endpoint) -> asyncssh.SSHClientConnection:
         if tunnel is not None:  # close the jump hosts already open
             tunnel.close()
         raise
+    finally:
+        if early is not None:  # unused (another route, or an error): closed, never leaked
+            early.close()
     if tunnel is None:  # pragma: no cover - a route always ends with the target
         raise RemoteError("empty ssh route", host=endpoint.name)
     seconds = round(time.monotonic() - started, 3)
@@ -274,9 +304,10 @@ class SshRemote(ClosingContext):
         return self._endpoint
 
     @classmethod
-    async def open(cls, endpoint: Endpoint) -> SshRemote:
-        """Connect and authenticate, verifying the host key; never prompts."""
-        return cls(endpoint, await _connect(endpoint))
+    async def open(cls, endpoint: Endpoint, early: EarlyTcp | None = None) -> SshRemote:
+        """Connect and authenticate, verifying the host key; never prompts. ``early``: see
+        ``_connect_hop``."""
+        return cls(endpoint, await _connect(endpoint, early))
 
     async def run(
         self, script: str, *, timeout: float | None = None, sensitive: bool = False
