@@ -63,7 +63,8 @@ SSH24, STATUS24 = "bare ssh true, Slurm 24.11's login node", "status --json, Slu
 ENDED = "status --json, an ended chain (its jobs from sacct)"
 FLOOR = "floor: python + asyncssh, `true`"  # benchlib/floor.py
 CARD = "floor + the card's packages, `true`"  # pydantic-settings, structlog, tenacity, anyio
-FAST = "floor + the card's packages + our asyncssh import and auth, `true`"  # liblookup, fastauth
+# remote/early.py, liblookup.py, fastauth.py
+FAST = "floor + the card's packages + our connect, asyncssh import and auth, `true`"
 P8_LOCAL_S = 0.15  # P8: status through the agent <= 2 RTT + 0.15 s
 
 

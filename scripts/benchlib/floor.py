@@ -10,8 +10,9 @@ limit is explained by the measurement that shows it).
 With ``--card`` it first imports the design card's other packages (pydantic-settings,
 structlog, tenacity, anyio: what every remote-chain command loads), so the two rows together
 say what the fixed stack costs before any of remote-chain's own code runs. With ``--fast`` it
-imports asyncssh and authenticates as remote-chain does (``remote/liblookup.py``: no gcc for
-the liboqs lookup; ``remote/fastauth.py``: the first key's signature in the first request),
+connects, imports asyncssh and authenticates as remote-chain does (``remote/early.py``: the
+TCP connect and version line begun before the import; ``remote/liblookup.py``: no gcc for the
+liboqs lookup; ``remote/fastauth.py``: the first key's signature in the first request),
 so stock asyncssh's rows stay the fixed stack's price and this one says what remote-chain's
 own connection pays.
 
@@ -61,21 +62,42 @@ def _main() -> None:
         import structlog  # noqa: F401, PLC0415
 
         del sys.modules["rich"], sys.modules["colorama"]
-    factory: Any = None  # asyncssh's own SSHClient
-    if fast:
-        from remote_chain.remote.liblookup import without_compiler  # noqa: PLC0415
-
-        with without_compiler():
-            import asyncssh  # noqa: PLC0415
-        from remote_chain.remote import fastauth  # noqa: PLC0415
-
-        factory = fastauth.client_factory(prefer_first_key=True)
-    else:
-        import asyncssh  # noqa: PLC0415
-
     host, port, user, key, known = args[:5]
 
     async def run() -> int:
+        factory: Any = None  # asyncssh's own SSHClient
+        sock, version = None, ""
+        if fast:
+            # remote-chain's own connection: begun before the import (remote/early.py), then
+            # asyncssh imported without the gcc probe and authenticating in one flight.
+            from remote_chain.remote import early  # noqa: PLC0415
+            from remote_chain.remote.endpoint import Endpoint  # noqa: PLC0415
+            from remote_chain.remote.liblookup import without_compiler  # noqa: PLC0415
+
+            # No ssh config, as asyncssh is given none below (an empty file: begin reads it).
+            empty = Path(known).with_name("floor_ssh_config")
+            empty.touch()
+            endpoint = Endpoint(
+                name="floor",
+                host=host,
+                port=int(port),
+                user=user,
+                identity_file=Path(key),
+                known_hosts=Path(known),
+                ssh_config=empty,
+            )
+            guess = early.begin(endpoint)
+            with without_compiler():
+                import asyncssh  # noqa: PLC0415
+            from remote_chain.remote import fastauth  # noqa: PLC0415
+
+            if guess is not None and fastauth.VERSION_AHEAD:
+                sock = await guess.connected()
+                version = guess.software if sock is not None else ""
+            factory = fastauth.client_factory(prefer_first_key=True, version_sent=bool(version))
+        else:
+            import asyncssh  # noqa: PLC0415
+
         async with asyncssh.connect(
             host,
             int(port),
@@ -86,6 +108,8 @@ def _main() -> None:
             password_auth=False,  # as remote-chain's own connect (remote/ssh.py)
             kbdint_auth=False,
             client_factory=factory,
+            sock=sock,
+            client_version=version or (),
         ) as conn:
             result = await conn.run("true", check=False)
             return int(result.exit_status or 0)
