@@ -19,6 +19,7 @@ from sshd import HOST, Sshd, free_port, running_sshd
 
 from remote_chain.errors import ConnectError, HostNotFoundError
 from remote_chain.remote import Endpoint, early, fastauth, open_remote
+from remote_chain.remote.sshconfig import resolve
 
 
 @pytest.fixture
@@ -226,3 +227,23 @@ async def test_a_name_that_does_not_resolve_is_said_once(tmp_path: Path) -> None
         await guess.connected()
     with pytest.raises(HostNotFoundError, match=r"cannot resolve host name of nowhere\.invalid"):
         await open_remote(endpoint)
+
+
+@pytest.mark.parametrize(
+    ("text", "direct"),
+    [
+        ("", True),
+        ("Host *\n  SendEnv LANG\n", True),
+        ("Host *\n  ProxyCommand nc %h %p\n", False),
+        ("Host *\n  BindAddress 127.0.0.1\n", False),
+        ("Host *\n  AddressFamily inet\n", False),
+        ("Host *\n  CanonicalizeHostname yes\n  CanonicalDomains example.org\n", False),
+    ],
+)
+def test_a_hop_is_direct_only_without_what_changes_the_socket(
+    tmp_path: Path, text: str, direct: bool
+) -> None:
+    """``Hop.direct``, checked after the import with asyncssh's own parser: the last word on
+    whether a guess may be handed over."""
+    endpoint = Endpoint(name="c", host="h.example.org", ssh_config=_config(tmp_path, text))
+    assert resolve(endpoint).target.direct is direct

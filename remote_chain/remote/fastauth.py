@@ -87,8 +87,6 @@ def _version_after_owner() -> bool:
         "connection_made" in names
         and "_send_version" in names
         and names.index("connection_made") < names.index("_send_version")
-        and hasattr(_connection.SSHConnection, "_version")  # set in __init__: not on the class
-        is False
     )
 
 
