@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 # Each operation's script builder and parser is imported by the operation itself: a status
 # command then never imports submit's, cancel's, resume's or doctor's modules (~20 ms of a
 # cold command's ~0.4 s of CPU, most of it their dataclasses being made; issue 13, P9), and a
-# submit never imports status's (snapshot, sacct, chainstatus, runstatus: ~7 ms).
+# submit never imports status's (snapshot, chainstatus, runstatus: ~7 ms).
 
 log = structlog.get_logger("remote_chain")
 
