@@ -56,6 +56,7 @@ def _config(tmp_path: Path, text: str, name: str = "config") -> Path:
         ("Match host *\n  BindAddress 10.0.0.1\n", True),  # Match: assumed to apply
         ("Host *\n  AddressFamily inet6\n", True),
         ("Host *\n  CanonicalizeHostname yes\n", True),
+        ("Host *\n  CertificateFile ~/.ssh/id-cert.pub\n", True),  # loaded after the import
         ("Host login.example.org\n  User me\n  IdentityFile ~/.ssh/k\n", False),
     ],
 )

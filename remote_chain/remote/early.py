@@ -49,8 +49,9 @@ from remote_chain.errors import ConfigError
 from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT, Endpoint
 
 # ssh_config(5) keywords that change the address, port, route or socket of a connection, and
-# (last three) those whose values sshconfig.resolve may refuse or that move the known_hosts
-# files: where one may apply, no guess.
+# (last four) those whose values sshconfig.resolve may refuse, that move the known_hosts files,
+# or that name a certificate asyncssh loads (and refuses) only after the import: where one may
+# apply, no guess.
 REROUTING = frozenset(
     {
         "hostname",
@@ -65,6 +66,7 @@ REROUTING = frozenset(
         "stricthostkeychecking",
         "userknownhostsfile",
         "globalknownhostsfile",
+        "certificatefile",
     }
 )
 DEFAULT_PORT = 22
