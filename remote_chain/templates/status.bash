@@ -1,5 +1,13 @@
 # The single remote exec of `status` (see snapshot.py). Not standalone: snapshot.py prepends
 # the RC_* arrays and substitutes the __NAMES__.
+# The C locale for the whole exec: it reads and runs, and starts no job that would inherit it.
+# Under a UTF-8 locale (C.UTF-8 here, en_US.UTF-8 at most sites) every process it starts
+# loads the locale and every bash pattern test goes through wide characters: a 1,000-chain
+# status cost 139 ms of login-node CPU, 130 ms in C (issue 13, P7). Nothing here depends on
+# it: rc_emit judges bytes ("printable ASCII" is a byte range in C), read -N and ${#x} count
+# bytes (the inline limit is one of bytes), Slurm does not translate, and sort orders the
+# ISO start times the same.
+export LC_ALL=C
 __WIRE__
 __GUARD__
 # One status exec costs O(1) processes, not O(chains): a file is read by bash itself and
