@@ -92,3 +92,18 @@ def test_status_exec_runs_in_the_c_locale_before_anything_else() -> None:
     assert body.count("export LC_ALL=C") == 1
     assert body.index("export LC_ALL=C") < body.index("rc_emit()")
     assert body.index("export LC_ALL=C") < body.index("rc_guard")
+
+
+@pytest.mark.parametrize("extra", [0, 1, 2])
+def test_multibyte_text_at_the_inline_limit_round_trips(tmp_path: Path, extra: int) -> None:
+    """Two-byte characters at the inline limit, which counts bytes since the exec runs in the
+    C locale: exactly INLINE_FILE_BYTES (inline), one byte over with the limit cutting a
+    character, two bytes over (both the whole-file path) each come back unchanged from a
+    login whose locale is UTF-8."""
+    bench = _bench(tmp_path)
+    text = "x" * extra + "é" * (INLINE_FILE_BYTES // 2)
+    assert len(text.encode()) == INLINE_FILE_BYTES + extra
+    (bench / EVENTS_FILE).write_bytes(text.encode())
+    (chain,) = _status(bench.parent).runs[0].chains
+    assert chain.files["events"].status == "ok"
+    assert chain.files["events"].content == text

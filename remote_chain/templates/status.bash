@@ -3,10 +3,10 @@
 # The C locale for the whole exec: it reads and runs, and starts no job that would inherit it.
 # Under a UTF-8 locale (C.UTF-8 here, en_US.UTF-8 at most sites) every process it starts
 # loads the locale and every bash pattern test goes through wide characters: a 1,000-chain
-# status cost 139 ms of login-node CPU, 130 ms in C (issue 13, P7). Nothing here depends on
-# it: rc_emit judges bytes ("printable ASCII" is a byte range in C), read -N and ${#x} count
-# bytes (the inline limit is one of bytes), Slurm does not translate, and sort orders the
-# ISO start times the same.
+# status cost 138 ms of login-node CPU, 128 ms in C (issue 13, P7). Every awk below relies
+# on it (lengths in bytes, chains.awk); nothing depends on UTF-8: rc_emit judges bytes
+# ("printable ASCII" is a byte range in C), read -N and ${#x} count bytes (the inline limit
+# is one of bytes), Slurm does not translate, and sort orders the ISO start times the same.
 export LC_ALL=C
 __WIRE__
 __GUARD__
@@ -107,7 +107,7 @@ rc_read_run() {
             \( __AWK_NAMES__ \) \( -readable -printf 'F\t2\t%s\t%P\0' -o -printf 'R\t2\t%P\0' \) \) \
           2>/dev/null
         printf 'END\t%s\0' "$(( s1 ? s1 : $? ))"
-      } | RC_AWK_RUN=$RC_I RC_AWK_RUN_ID=${RC_RUN_IDS[$RC_I]} RC_AWK_DIR=$dir LC_ALL=C \
+      } | RC_AWK_RUN=$RC_I RC_AWK_RUN_ID=${RC_RUN_IDS[$RC_I]} RC_AWK_DIR=$dir \
         command awk '__CHAINS_AWK__' 2>/dev/null)
   fi
   if [[ ${fast[0]:-} == SUSPECT ]]; then
@@ -186,7 +186,7 @@ rc_squeue() {  # one SQUEUE record, as rc_sacct; its text and status kept in rc_
   if (( ${#names[@]} > 256 )) && [[ $all != *[!A-Za-z0-9._:/-]* ]] &&
     command -v awk >/dev/null 2>&1; then
     out=$(rc_query squeue --noheader --me --format='__SQUEUE_FORMAT__' 2>&1 |
-      LC_ALL=C command awk -F'|' 'NR == FNR {
+      command awk -F'|' 'NR == FNR {
           k = substr($0, 1, 1); v = substr($0, 3)
           if (k == "N") want[tolower(v)]; else if (k == "I") id[v]; else dirs[++nd] = "|" v "/"
           next
@@ -212,7 +212,7 @@ rc_unqueued() {  # the ids (in ids) squeue did not show queued or running: left 
   # Only when squeue answered, and awk is there to compare the lists in one process (mawk or
   # gawk: every Debian and RHEL login node); else every id goes to sacct, as before.
   (( rc_sq_rc == 0 )) && [[ -n $rc_sq_out ]] && command -v awk >/dev/null 2>&1 || return 0
-  mapfile -t ids < <(LC_ALL=C command awk -F'|' '
+  mapfile -t ids < <(command awk -F'|' '
     NR == FNR { if (NF >= 7 && $2 ~ /^(__SQUEUE_LIVE_ERE__)$/) live[$1]; next }
     !($0 in live)' <(printf '%s\n' "$rc_sq_out") <(printf '%s\n' "${ids[@]}"))
 }
