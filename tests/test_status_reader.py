@@ -49,7 +49,7 @@ _QUIET = "#!/bin/sh\nexit 0\n"
 
 
 def _tools(tmp: Path, awk: str) -> dict[str, str]:
-    """PATH with quiet squeue/sacct and ``awk`` being the named implementation."""
+    """PATH with quiet squeue/sacct, and ``awk`` and ``mawk`` being the named implementation."""
     real = shutil.which(awk)
     assert real, f"{awk} is not installed (scripts/setup installs both mawk and gawk)"
     bin_dir = tmp / f"bin-{awk}"
@@ -57,9 +57,10 @@ def _tools(tmp: Path, awk: str) -> dict[str, str]:
     for name in ("squeue", "sacct"):
         (bin_dir / name).write_text(_QUIET)
         (bin_dir / name).chmod(0o755)
-    link = bin_dir / "awk"
-    if not link.exists():
-        link.symlink_to(real)
+    for name in ("awk", "mawk"):  # status.bash runs mawk where it is there, else awk
+        link = bin_dir / name
+        if not link.exists():
+            link.symlink_to(real)
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LC_ALL": "C.UTF-8"}
 
 
