@@ -61,6 +61,10 @@ class DevCluster:
     """The clusters run in the trixie tree: admin commands go through ``tree-run``."""
     shell_profiles: Mapping[str, ShellUser] = field(default_factory=lambda: MappingProxyType({}))
     """Profile name (``local24-tcsh``...) -> its login-shell user."""
+    bench_users: tuple[str, ...] = ()
+    """The P7 bench's login users, one per endpoint (each with the client's key)."""
+    bench_workdirs: Path | None = None
+    """The folder of the bench users' workdirs, ``<bench_workdirs>/<user>``."""
     host: str = "127.0.0.1"
 
     @property
@@ -136,6 +140,8 @@ def _describe() -> DevCluster:
                     for p in env["REMOTE_CHAIN_DEV_SHELL_PROFILES"].split()
                 }
             ),
+            bench_users=tuple(env["REMOTE_CHAIN_DEV_BENCH_USERS"].split()),
+            bench_workdirs=Path(env["REMOTE_CHAIN_DEV_BENCH_WORKDIRS"]),
         )
     except KeyError as exc:
         raise RuntimeError(

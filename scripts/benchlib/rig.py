@@ -70,6 +70,14 @@ class Rig:
         return cls(dev, tmp, known_hosts)
 
     # --- where things are ---------------------------------------------------------------------
+    def workdir(self, user: str | None = None) -> Path:
+        """The workdir of the test user (None) or of a bench user."""
+        if user is None:
+            return self.dev.workdir
+        if user not in self.dev.bench_users or self.dev.bench_workdirs is None:
+            raise RuntimeError(f"{user}: no bench user of the dev cluster (scripts/dev-cluster up)")
+        return self.dev.bench_workdirs / user
+
     def slurm_cluster(self, ssh_port: int) -> str:
         """The Slurm cluster an sshd port leads to (2222 -> local, 2223 -> local2)."""
         for name, port in self.dev.ssh_port.items():
@@ -127,10 +135,18 @@ class Rig:
         return out
 
     def write_profile(
-        self, folder: Path, name: str, port: int, *, control_path: Path | None = None
+        self,
+        folder: Path,
+        name: str,
+        port: int,
+        *,
+        control_path: Path | None = None,
+        user: str | None = None,
     ) -> Path:
         """``<folder>/<name>.toml`` for the dev cluster reached through ``port`` (with
-        ``control_path``: the openssh transport over that ControlMaster)."""
+        ``control_path``: the openssh transport over that ControlMaster), as the test user or
+        as one of the bench users (``user``, with its own workdir)."""
+        workdir = self.workdir(user)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{name}.toml"
         transport = (
@@ -139,10 +155,10 @@ class Rig:
         path.write_text(
             transport + f'host = "{self.dev.host}"\n'
             f"port = {port}\n"
-            f'user = "{self.dev.test_user}"\n'
+            f'user = "{user or self.dev.test_user}"\n'
             f'identity_file = "{self.dev.identity_file}"\n'
             f'known_hosts = "{self.known_hosts}"\n'
-            f'workdir = "{self.dev.workdir}"\n'
+            f'workdir = "{workdir}"\n'
             "[slurm]\n"
             'partition = "debug"\n'
             'time = "00:10:00"\n'
@@ -285,8 +301,10 @@ class Rig:
         for cluster, ids in self.job_ids.items():
             with contextlib.suppress(subprocess.SubprocessError, OSError):
                 self.scancel(cluster, sorted(ids))
+        workdirs = [self.dev.workdir, *(self.workdir(u) for u in self.dev.bench_users)]
         for run_id in self.run_ids:
-            shutil.rmtree(self.dev.workdir / run_id, ignore_errors=True)
+            for workdir in workdirs:
+                shutil.rmtree(workdir / run_id, ignore_errors=True)
         for folder in [self.tmp, *self.shim_dirs]:
             shutil.rmtree(folder, ignore_errors=True)
 
