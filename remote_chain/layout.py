@@ -185,6 +185,28 @@ def parse_record(value: str | Mapping[str, object] | None) -> RunRecord | None:
     )
 
 
+def record_time_limits(text: str | None) -> dict[str, int]:
+    """Benchmark -> ``time_limit_s`` (when a positive whole number) of the record's chains,
+    read as ``parse_record`` reads them, without making the whole record: each status poll
+    reads it for every chain, ~2.3 ms per 1,000 chains where this takes 0.8 (issue 13, P7)."""
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    chains = value.get("chains") if isinstance(value, Mapping) else None
+    if not isinstance(chains, list):
+        return {}
+    limits: dict[str, int] = {}
+    for chain in chains:
+        if isinstance(chain, Mapping):
+            limit = _opt_int(chain.get("time_limit_s"))
+            if limit is not None and limit > 0:
+                limits[_str(chain.get("benchmark"))] = limit
+    return limits
+
+
 def with_resume(text: str | None, entry: Mapping[str, object]) -> str | None:
     """The record text with one more ``resumes`` entry; every other field kept as written (a
     newer schema's too); None when the text is not a record object."""

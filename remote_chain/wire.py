@@ -79,6 +79,11 @@ def decode(payload: str, errors: str = "replace") -> list[Record]:
             continue
         if "\\" not in line:  # no escape and no base64 field: the fields are the text
             records.append(tuple(line.split("\t")))
+        elif line.count("\\") == line.count("\\n"):
+            # Every backslash starts a \n (a chain's files: "12345\n"), so none is a \b or
+            # \z field, a \t or a \\: the fields are the text, newlines put back. A tenth of
+            # the field-by-field decode, and what a status of 10,000 chains mostly reads.
+            records.append(tuple(line.replace("\\n", "\n").split("\t")))
         else:
             tag, *fields = line.split("\t")
             records.append((tag, *(decode_field(f, errors) for f in fields)))

@@ -50,6 +50,19 @@ def test_any_fields_survive_emit_then_decode(tag: str, fields: list[bytes]) -> N
     assert out.decode().split("\n")[0] + "\n" == encode(tag, *fields)
 
 
+# decode's newline-only fast path (a chain's files) against the escapes it must not mistake
+# for a newline: an escaped backslash before an "n", a tab, base64 and gzip fields.
+TRICKY = st.text(alphabet="\\n\t\na", max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fields=st.lists(TRICKY, max_size=4))
+def test_backslashes_before_an_n_are_never_read_as_newlines(fields: list[str]) -> None:
+    zipped = wire._GZIP + base64.b64encode(gzip.compress(b"\\n")).decode()
+    records = decode(encode("BENCH", *fields) + f"GZ\t{zipped}\tx\\ny\n")
+    assert records == [("BENCH", *fields), ("GZ", "\\n", "x\ny")]
+
+
 # The one file is rewritten by every example, so sharing tmp_path between them is harmless.
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
