@@ -82,6 +82,7 @@ def template_subs() -> Mapping[str, str]:
             "__JOB__": layout.JOB_SCRIPT,
             "__LOGS__": layout.LOGS_DIR,
             "__ARTIFACTS__": layout.ARTIFACTS_DIR,
+            "__UPLOADS__": layout.UPLOADS_DIR,
             "__CHAIN__": layout.CHAIN_FILE,
             "__WALLTIME__": layout.WALLTIME_FILE,
             "__RETRIES__": layout.RETRIES_FILE,

@@ -252,24 +252,49 @@ GUARDED: dict[str, tuple[str, Callable[[Path], object]]] = {
 
 @pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root (CI runs as root)")
 @pytest.mark.parametrize("case", sorted(GUARDED))
+@pytest.mark.parametrize("named", [False, True], ids=["every-chain", "named"])
 def test_the_guard_refuses_the_same_paths_before_either_reader_reads(
-    tmp_path: Path, case: str
+    tmp_path: Path, case: str, named: bool
 ) -> None:
     """Each path the guard checks, made unsafe: the exec stops before any record of a chain,
-    naming that path, with the fast reader as with rc_guard_bench."""
+    naming that path, with the fast reader as with rc_guard_bench, whether the benchmarks
+    were named or the run folder's are read."""
     run_dir = tmp_path / RUN_ID / "c1"
     names = [f"b{i:02d}" for i in range(10)]
     for name in names:
         _chain(run_dir, name, {**PLAIN, CHAIN_FILE: b"101\n", RETRIES_FILE: b"0\n"})
     path, make = GUARDED[case]
     make(run_dir)
-    asked = ("elsewhere", *names) if path == "elsewhere" else ()
+    asked = (*(["elsewhere"] if path == "elsewhere" else []), *names) if named else ()
     fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir), asked)], "mawk")
     assert fast.called == slow.called == ()
     assert "BENCH" not in fast.payload
     assert fast.status == str(UNSAFE_EXIT), fast
     (line,) = fast.refused
     assert f"{run_dir}/{path} " in line, line
+
+
+def test_the_run_folders_other_entries_are_no_chains_for_either_reader(tmp_path: Path) -> None:
+    """The run folder's own files, a hidden folder, a folder without a job script, the
+    uploads' folder: no chain, from the names (chains.awk) as from the folders' glob; a file
+    others may write there (which only a stat tells from a folder) is no chain either: the
+    folders' glob says which are, and chains.awk reads them as named."""
+    run_dir = tmp_path / RUN_ID / "c1"
+    names = [f"b{i:02d}" for i in range(10)]
+    for name in names:
+        _chain(run_dir, name, PLAIN)
+    _chain(run_dir, ".hidden", PLAIN)
+    _chain(run_dir, "nojob", PLAIN, job=False)
+    (run_dir / "files").mkdir()
+    (run_dir / "files" / JOB_SCRIPT).write_text("#!/bin/bash\n")
+    (run_dir / "notes.txt").write_text("mine\n")
+    (run_dir / "shared.txt").write_text("ours\n")
+    (run_dir / "shared.txt").chmod(0o666)
+    fast, _ = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "mawk")
+    assert fast.refused == ()
+    assert fast.called == ()  # chains.awk read them all
+    snap = parse_status_output(fast.payload + "DONE\n", [Target(RUN_ID, str(run_dir))])
+    assert [c.benchmark for c in snap.runs[0].chains] == names
 
 
 def test_what_the_guard_does_not_check_does_not_stop_the_fast_reader(tmp_path: Path) -> None:

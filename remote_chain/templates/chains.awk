@@ -16,7 +16,9 @@
 # POSIX awk (mawk, Debian's default, and gawk) with RS="\0", under LC_ALL=C: lengths are bytes,
 # and a file is one record, read whole, its last newline kept or not as it is.
 #
-# Input, records ending in NUL: "W<TAB>bench" for each benchmark, in status.bash's order, then
+# Input, records ending in NUL: "W<TAB>bench" for each benchmark, in status.bash's order (or
+# "C<TAB>name" for each name in the run folder, sorted: every benchmark folder of them is
+# asked, those rc_folders would keep: with a job.sh, or not for us to look into), then
 # find's listing (rc_read_run: the run folder's entries, then the names we trust or read in
 # each benchmark folder, and nothing else there), then "END<TAB>find's status".
 # Output, lines: "OK <records> <names> <ids>", a record or "DEFER<TAB>bench" for each benchmark
@@ -49,12 +51,13 @@ $1 == "S" && NF == 3 {
   next
 }
 $1 == "W" { if (NF == 2 && $2 ~ /^[A-Za-z0-9._-]+$/) want[++nw] = $2; else bad = "a name"; next }
+$1 == "C" { if (NF == 2) { if ($2 != "__UPLOADS__") cand[++nc] = $2 } else bad = "a name"; next }
 $1 == "D" && NF == 3 { if ($2 == 1) isdir[$3] = 1; else if (base($3) in named) bad = $3; next }
 $1 == "U" && NF == 3 { if ($2 == 1) closed[$3] = 1; else if (base($3) in named) bad = $3; next }
 $1 == "F" && NF == 4 { if ($2 == 2) { split($4, q, "/"); size[q[1], q[2]] = $3 }; next }
 $1 == "R" && NF == 3 { if ($2 == 2) { split($3, q, "/"); unread[q[1], q[2]] = 1 }; next }
 $1 == "END" && NF == 2 { ended = 1; if ($2 != 0) bad = "find " $2; next }
-$1 ~ /^[SDURFW]$/ { next }
+$1 ~ /^[SDURFWC]$/ { next }
 { bad = "an unexpected record" }
 function base(path,    q, n) { n = split(path, q, "/"); return q[n] }
 # One file of chain b, kind k: 1 with its text split at newlines in part[k, 1..parts[k]]
@@ -85,6 +88,17 @@ function ids_of(k,    i, w) {  # the job ids of complete lines (rc_lines drops t
 }
 END {
   if (!ended && bad == "") bad = "no end of the listing"
+  # The benchmark folders among the names, in their order: a folder with a job.sh, or one
+  # we may not read. What only a stat could tell (an entry the guard flags: a link, another
+  # user's folder; a job.sh that is a link) is rc_folders' to judge.
+  for (c = 1; c <= nc && bad == ""; c++) {
+    b = cand[c]
+    if (b in sdir || (b in sfiles && index(sfiles[b] SUBSEP, SUBSEP "__JOB__" SUBSEP)))
+      bad = "a folder to stat"
+    else if (b in closed || (b in isdir && ((b, "__JOB__") in size || (b, "__JOB__") in unread))) {
+      if (b ~ /^[A-Za-z0-9._-]+$/) want[++nw] = b; else bad = "a name"
+    }
+  }
   if (bad != "") { print "FALLBACK\t" bad; exit }
   # The guard first: the suspects among the folders and trusted files of the chains asked.
   ns = 0
