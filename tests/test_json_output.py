@@ -1,0 +1,60 @@
+"""``--json``'s writer: the bytes ``json.dumps(indent=2, ensure_ascii=False)`` gives, faster."""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from remote_chain.cli.frame import indented_json
+
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text()
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.lists(inner, max_size=3).map(tuple)
+    | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(VALUES)
+def test_the_same_bytes_as_json_dumps(document: object) -> None:
+    assert indented_json(document) == json.dumps(document, indent=2, ensure_ascii=False)
+
+
+class _Colour(enum.StrEnum):
+    RED = "red"
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"state": _Colour.RED},  # a str subclass
+        {1: "a", None: "b", True: "c"},  # keys json.dumps turns into text
+        [math.nan, math.inf],
+        {"deep": [[[{"x": (1, 2.5, "é\n\"")}]]]},
+    ],
+)
+def test_what_is_not_plain_is_json_dumps_own(document: object) -> None:
+    assert indented_json(document) == json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def test_what_json_dumps_refuses_is_refused() -> None:
+    with pytest.raises(TypeError):
+        indented_json({"when": object()})
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="Circular"):
+        indented_json(loop)
