@@ -21,6 +21,7 @@ from pathlib import Path
 import structlog
 
 from remote_chain.models import Executor
+from remote_chain.records import indented_json
 
 log = structlog.get_logger("remote_chain")
 
@@ -95,7 +96,7 @@ class RunIndex:
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(run.to_json(), f, indent=2)
+            f.write(indented_json(run.to_json()))
         os.replace(tmp, self._path(run.run_id))
 
     def load(self, run_id: str) -> IndexedRun | None:

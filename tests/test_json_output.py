@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remote_chain.cli.frame import indented_json
+from remote_chain.records import indented_json
 
 SCALARS = (
     st.none()
@@ -21,9 +21,11 @@ SCALARS = (
 )
 VALUES = st.recursive(
     SCALARS,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.lists(inner, max_size=3).map(tuple)
-    | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=30,
 )
 
@@ -42,9 +44,9 @@ class _Colour(enum.StrEnum):
     "document",
     [
         {"state": _Colour.RED},  # a str subclass
-        {1: "a", None: "b", True: "c"},  # keys json.dumps turns into text
+        {1: "a", None: "b", 2.5: "c"},  # keys json.dumps turns into text
         [math.nan, math.inf],
-        {"deep": [[[{"x": (1, 2.5, "é\n\"")}]]]},
+        {"deep": [[[{"x": (1, 2.5, 'é\n"')}]]]},
     ],
 )
 def test_what_is_not_plain_is_json_dumps_own(document: object) -> None:

@@ -17,20 +17,18 @@ Only typer and small modules are imported at the top (start-up time, see ``cli/_
 from __future__ import annotations
 
 import gc
-import json
-import math
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
 
 import typer
 
 from remote_chain.errors import RemoteChainError, RemoteError
+from remote_chain.records import indented_json
 
 if TYPE_CHECKING:
     from rich.console import Console, RenderableType
@@ -130,78 +128,6 @@ def collector_on() -> None:
 def write_json(document: object) -> None:
     sys.stdout.write(indented_json(document) + "\n")
     sys.stdout.flush()
-
-
-class _NotPlain(Exception):
-    """A value ``indented_json`` leaves to ``json.dumps``."""
-
-
-_PLAIN_TYPES = frozenset({str, int, float, bool, type(None), dict, list, tuple})
-
-
-def indented_json(document: object) -> str:
-    """``json.dumps(document, indent=2, ensure_ascii=False)``, byte for byte, in half the time.
-
-    With ``indent`` the json module encodes in Python, a generator per value: 140 ms for a
-    status of 10,000 chains (5.6 MB), where this walk of the plain types (dict, list, tuple,
-    str, int, float, bool, None; C's ``encode_basestring`` for the strings) takes 80 ms of a
-    cold command's tail (issue 13, P7). Anything else (a subclass, a key that is not a str,
-    NaN, a cycle) goes to ``json.dumps`` whole, which says what it says of it.
-    """
-    parts: list[str] = []
-    add = parts.append
-
-    def walk(value: object, pad: str) -> None:
-        if type(value) not in _PLAIN_TYPES:
-            raise _NotPlain
-        if isinstance(value, str):
-            add(encode_basestring(value))
-        elif value is None or isinstance(value, bool):
-            add("null" if value is None else "true" if value else "false")
-        elif isinstance(value, int):
-            add(int.__repr__(value))
-        elif isinstance(value, float):
-            if not math.isfinite(value):
-                raise _NotPlain
-            add(float.__repr__(value))
-        elif isinstance(value, dict):
-            mapping(value, pad)
-        elif isinstance(value, list | tuple):
-            sequence(value, pad)
-
-    def mapping(value: dict[object, object], pad: str) -> None:
-        if not value:
-            add("{}")
-            return
-        inner = pad + "  "
-        sep = "{\n" + inner
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotPlain
-            add(sep)
-            add(encode_basestring(key))
-            add(": ")
-            walk(item, inner)
-            sep = ",\n" + inner
-        add("\n" + pad + "}")
-
-    def sequence(value: Sequence[object], pad: str) -> None:
-        if not value:
-            add("[]")
-            return
-        inner = pad + "  "
-        sep = "[\n" + inner
-        for item in value:
-            add(sep)
-            walk(item, inner)
-            sep = ",\n" + inner
-        add("\n" + pad + "]")
-
-    try:
-        walk(document, "")
-    except (_NotPlain, RecursionError):
-        return json.dumps(document, indent=2, ensure_ascii=False)
-    return "".join(parts)
 
 
 def stdout_console() -> Console:
