@@ -219,7 +219,8 @@ rc_squeue() {  # one SQUEUE record, as rc_sacct; its text and status kept in rc_
         { for (i = 1; i <= nd; i++) if (index($0, dirs[i])) { print; next } }' \
         <(printf 'N %s\n' "${names[@]}"; printf 'I %s\n' "${ids[@]}"
           printf 'D %s\n' "${RC_RUN_DIRS[@]}") -
-      exit "${PIPESTATUS[0]}"); rc=$?
+      s=("${PIPESTATUS[@]}"); exit $(( s[0] ? s[0] : s[1] ))); rc=$?  # awk failing too:
+    # its lines are not squeue's answer (the client reads squeue as failed, never as empty)
   else
     rc_chunks "${names[@]}"
     for chunk in "${rc_chunk_list[@]}"; do
@@ -237,7 +238,8 @@ rc_unqueued() {  # the ids (in ids) squeue did not show queued or running: left 
   local left  # a substitution, as rc_read_run reads chains.awk's
   left=$(command "$rc_awk" -F'|' '
     NR == FNR { if (NF >= 7 && $2 ~ /^(__SQUEUE_LIVE_ERE__)$/) live[$1]; next }
-    !($0 in live)' <(printf '%s\n' "$rc_sq_out") <(printf '%s\n' "${ids[@]}"))
+    !($0 in live)' <(printf '%s\n' "$rc_sq_out") <(printf '%s\n' "${ids[@]}")) ||
+    return 0  # awk failed: every id goes to sacct
   ids=(); [[ -z $left ]] || { rc_lines "$left"$'\n'; ids=("${rc_line_list[@]}"); }
 }
 rc_emit_answer() {  # TAG STATUS TEXT: a long answer (1,000 jobs' lines are ~130 KB) gzipped
