@@ -182,47 +182,45 @@ def test_a_twin_profiles_jobs_are_left_out_and_change_no_chain(tmp_path: Path) -
     assert statuses("c", new_snap, "slurm") == statuses("c", old_snap, "slurm")
 
 
+def _with_broken_awk(tmp: Path, awk: str) -> tuple[str, str]:
+    """The forced awk path's SQUEUE status and the one sacct call, with ``awk`` and ``mawk``
+    both the given script and a sacct that logs its call."""
+    run_dir = _run_dir(tmp)
+    env = _env(tmp, run_dir, RC_RUN_DIR=str(run_dir))
+    bin_dir = tmp / "bin"
+    for name in ("awk", "mawk", "sacct"):
+        tool = bin_dir / name
+        tool.write_text(
+            awk if name != "sacct" else '#!/bin/bash\necho "sacct $*" >> "$RC_STUB_LOG"\n'
+        )
+        tool.chmod(0o755)
+    script = render_status_script([Target(RUN_ID, str(run_dir))])
+    record = _squeue_record(script.replace(THRESHOLD, "(( 1 ))"), env)
+    (sacct,) = [c for c in (tmp / "calls.log").read_text().splitlines() if c[:5] == "sacct"]
+    return record[1], sacct
+
+
 def test_an_awk_that_fails_makes_squeue_read_as_failed_not_empty(tmp_path: Path) -> None:
     """An awk that dies mid-filter (a broken or too old one on the login node) sent an empty
     answer with squeue's status 0: every queued chain read as gone. Its status is squeue's
     answer now, and every id goes to sacct (rc_unqueued keeps them)."""
-    run_dir = _run_dir(tmp_path)
-    env = _env(tmp_path, run_dir, RC_RUN_DIR=str(run_dir))
-    bin_dir = tmp_path / "bin"
-    for name in ("awk", "mawk"):
-        # It reads all it is given first: squeue ends with 0, as a real one would.
-        (bin_dir / name).write_text(
-            "#!/bin/sh\ncat > /dev/null\necho 'awk: no memory' >&2\nexit 2\n"
-        )
-        (bin_dir / name).chmod(0o755)
-    (bin_dir / "sacct").write_text('#!/bin/bash\necho "sacct $*" >> "$RC_STUB_LOG"\n')
-    (bin_dir / "sacct").chmod(0o755)
-    script = render_status_script([Target(RUN_ID, str(run_dir))])
-    record = _squeue_record(script.replace(THRESHOLD, "(( 1 ))"), env)
-    assert record[1] == "2"
-    (sacct,) = [c for c in (tmp_path / "calls.log").read_text().splitlines() if c[:5] == "sacct"]
+    # It reads all it is given first: squeue ends with 0, as a real one would.
+    status, sacct = _with_broken_awk(
+        tmp_path, "#!/bin/sh\ncat > /dev/null\necho 'awk: no memory' >&2\nexit 2\n"
+    )
+    assert status == "2"
     assert all(f"{300000 + i}" in sacct for i in range(CHAINS))
 
 
 def test_an_awk_that_fails_to_compare_the_ids_sends_every_id_to_sacct(tmp_path: Path) -> None:
     """squeue answered, but the awk that leaves out its live jobs' ids died: no id may be
-    dropped for that (each would read as unknown); every id goes to sacct."""
-    run_dir = _run_dir(tmp_path)
-    env = _env(tmp_path, run_dir, RC_RUN_DIR=str(run_dir))
-    bin_dir = tmp_path / "bin"
+    dropped for that (each would read as unknown); every id goes to sacct. (Every job squeue
+    lists is held: with the comparison working, no id would reach sacct.)"""
     real = shutil.which("mawk")
     assert real, "mawk is not installed (scripts/setup installs it)"
-    for name in ("awk", "mawk"):  # only rc_unqueued's program (its `live` list) fails
-        (bin_dir / name).write_text(
-            "#!/bin/bash\ncase $* in *'live['*) cat > /dev/null; exit 2 ;; esac\n"
-            f'exec {real} "$@"\n'
-        )
-        (bin_dir / name).chmod(0o755)
-    # Every job squeue lists is held: with the comparison working, no id would reach sacct.
-    (bin_dir / "sacct").write_text('#!/bin/bash\necho "sacct $*" >> "$RC_STUB_LOG"\n')
-    (bin_dir / "sacct").chmod(0o755)
-    script = render_status_script([Target(RUN_ID, str(run_dir))])
-    record = _squeue_record(script.replace(THRESHOLD, "(( 1 ))"), env)
-    assert record[1] == "0"
-    (sacct,) = [c for c in (tmp_path / "calls.log").read_text().splitlines() if c[:5] == "sacct"]
+    only_the_ids = (  # rc_unqueued's program (its `live` list) fails, the others run
+        f"#!/bin/bash\ncase $* in *'live['*) cat > /dev/null; exit 2 ;; esac\nexec {real} \"$@\"\n"
+    )
+    status, sacct = _with_broken_awk(tmp_path, only_the_ids)
+    assert status == "0"
     assert all(f"{300000 + i}" in sacct for i in range(CHAINS))
