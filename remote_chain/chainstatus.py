@@ -13,13 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from remote_chain.layout import (
-    CHAIN_FILE,
-    RETRIES_FILE,
-    WALLTIME_FILE,
-    EventKind,
-    record_time_limits,
-)
+from remote_chain.layout import CHAIN_FILE, RETRIES_FILE, WALLTIME_FILE, EventKind
 from remote_chain.limits import refusal_limit
 from remote_chain.models import (
     JOB_ID_RE,
@@ -344,11 +338,3 @@ def _shell_state(first_id: str, files: ChainFiles, snap: Snapshot) -> ChainState
         return ChainStateName.CANCELLED if files.cancel_marker else ChainStateName.UNKNOWN
     code = exit_read.content.strip()
     return ChainStateName.COMPLETED if code == "0" else ChainStateName.FAILED
-
-
-def time_limits(record: str | None) -> dict[str, int]:
-    """Benchmark -> each link's walltime in seconds, from the run record (any schema version).
-
-    Records written before ``time_limit_s`` was kept, or still being written, give {}.
-    """
-    return record_time_limits(record)

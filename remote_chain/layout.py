@@ -185,10 +185,12 @@ def parse_record(value: str | Mapping[str, object] | None) -> RunRecord | None:
     )
 
 
-def record_time_limits(text: str | None) -> dict[str, int]:
-    """Benchmark -> ``time_limit_s`` (when a positive whole number) of the record's chains,
-    read as ``parse_record`` reads them, without making the whole record: each status poll
-    reads it for every chain, ~2.3 ms per 1,000 chains where this takes 0.8 (issue 13, P7)."""
+def time_limits(text: str | None) -> dict[str, int]:
+    """Benchmark -> each link's walltime in seconds (``time_limit_s``, when a positive whole
+    number), from the run record of any schema version, read as ``parse_record`` reads its
+    chains without making the whole record: every status poll reads it, ~2.3 ms per 1,000
+    chains where this takes 0.8 (issue 13, P7). Records written before ``time_limit_s`` was
+    kept, or still being written, give {}."""
     if not text:
         return {}
     try:

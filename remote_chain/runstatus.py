@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remote_chain.chainstatus import ChainStatus, derive, time_limits
+from remote_chain.chainstatus import ChainStatus, derive
+from remote_chain.layout import time_limits
 from remote_chain.models import ChainStateName, Executor
 from remote_chain.snapshot import Snapshot
 

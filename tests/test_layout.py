@@ -13,7 +13,8 @@ from test_cli import CONFIG, NO_SECRET, World, _chains, _items, _run_id, world  
 
 from remote_chain import layout
 from remote_chain._template import PER_RENDER, PLACEHOLDER, render_template, template_subs
-from remote_chain.chainstatus import parse_events, time_limits
+from remote_chain.chainstatus import parse_events
+from remote_chain.layout import time_limits
 from remote_chain.models import JobId
 from remote_chain.resumecaps import uncounted_jobs
 

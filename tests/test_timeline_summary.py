@@ -19,8 +19,9 @@ import pytest
 from rich.console import Console
 from test_cli import World, world  # noqa: F401 - the fixture, shared with test_cli
 
-from remote_chain.chainstatus import ChainStatus, JobView, time_limits
+from remote_chain.chainstatus import ChainStatus, JobView
 from remote_chain.errors import ConnectError
+from remote_chain.layout import time_limits
 from remote_chain.models import ChainStateName, JobId
 from remote_chain.orchestrator import ClusterFailure, StatusResult
 from remote_chain.summary import DATE_FORMAT, gantt, markdown, parse_gantt
