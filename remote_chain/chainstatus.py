@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from remote_chain.layout import CHAIN_FILE, RETRIES_FILE, WALLTIME_FILE, EventKind
 from remote_chain.limits import refusal_limit
 from remote_chain.models import (
+    FINAL_STATES,
     JOB_ID_RE,
     NON_TERMINAL_STATES,
     Action,
@@ -177,6 +178,22 @@ def derive(
     jobs = tuple(_job_view(j, snap) for j in ids)
     state = _chain_state(files, snap, ids, chain_ids, events, problems)
     return _status(cluster, files, state, jobs, walltime, retries, problems, warnings, time_limit_s)
+
+
+def final_lines(chain: ChainStatus) -> str:
+    """The chain's jobs whose sacct record is final (``FINAL_STATES``, with an End), as the
+    sacct lines they were read from: what the local index keeps so that later polls need not
+    ask slurmdbd of them again (snapshot.Target.final). A job squeue showed has no End here,
+    so a job requeued after its end drops out of the lines the poll that sees it queued."""
+    lines = []
+    for job in chain.jobs:
+        if not job.end or SlurmState.parse(job.state) not in FINAL_STATES:
+            continue
+        elapsed = "" if job.elapsed_s is None else str(job.elapsed_s)
+        fields = (job.job_id, job.state, elapsed, job.exit_code, job.reason, job.start, job.end)
+        if not any("|" in f or "\n" in f for f in fields):
+            lines.append("|".join(fields))
+    return "\n".join(lines)
 
 
 def successor_warning(event: Event) -> str:

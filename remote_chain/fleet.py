@@ -144,12 +144,19 @@ class Fleet(ClosingContext):
 
         check_run_id(run_id)
         clusters = self._cluster_names(clusters)
-        if clusters:
-            return {
-                c: Target(run_id, run_dir(self.profile(c), run_id), tuple(benchmarks))
-                for c in dict.fromkeys(clusters)
-            }
         entry = self.index.load(run_id)
+        wanted = tuple(benchmarks)
+        if clusters:
+            out = {}
+            for c in dict.fromkeys(clusters):
+                folder = run_dir(self.profile(c), run_id)
+                known = entry.clusters.get(c) if entry is not None else None
+                # What the index knows of the same folder only (a profile's workdir changed).
+                final = ""
+                if entry is not None and known is not None and known.run_dir == folder:
+                    final = entry.final_of(c, wanted)
+                out[c] = Target(run_id, folder, wanted, final)
+            return out
         if entry is None:
             raise ConfigError(
                 f"run {run_id} is not in the local index ({self.index.folder}); "
@@ -158,7 +165,8 @@ class Fleet(ClosingContext):
                 field="RUN_ID",
             )
         return {
-            name: Target(run_id, c.run_dir, tuple(benchmarks)) for name, c in entry.clusters.items()
+            name: Target(run_id, c.run_dir, wanted, entry.final_of(name, wanted))
+            for name, c in entry.clusters.items()
         }
 
     def _plan(

@@ -42,6 +42,18 @@ class IndexedRun:
     # until a status has been read.
     states: dict[str, str] = field(default_factory=dict)
     checked: str = ""
+    # "<cluster>/<benchmark>" -> the sacct lines of the chain's jobs whose record is final
+    # (chainstatus.final_lines): later polls do not ask sacct of them (snapshot.Target.final).
+    final: dict[str, str] = field(default_factory=dict)
+
+    def final_of(self, cluster: str, benchmarks: tuple[str, ...] = ()) -> str:
+        """The final lines of ``cluster``'s chains (of ``benchmarks`` only, when named)."""
+        return "\n".join(
+            lines
+            for key, lines in self.final.items()
+            if key.partition("/")[0] == cluster
+            and (not benchmarks or key.partition("/")[2] in benchmarks)
+        )
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -49,6 +61,7 @@ class IndexedRun:
             "created": self.created,
             "states": dict(self.states),
             "checked": self.checked,
+            "final": dict(self.final),
             "clusters": {
                 name: {
                     "run_dir": c.run_dir,
@@ -76,12 +89,19 @@ class IndexedRun:
         states = (
             {str(k): str(v) for k, v in states_raw.items()} if isinstance(states_raw, dict) else {}
         )
+        final_raw = data.get("final")
+        final = (
+            {str(k): v for k, v in final_raw.items() if isinstance(v, str)}
+            if isinstance(final_raw, dict)
+            else {}
+        )
         return cls(
             str(data["run_id"]),
             str(data.get("created", "")),
             clusters,
             states,
             str(data.get("checked", "") or ""),
+            final,
         )
 
 

@@ -80,6 +80,23 @@ NON_TERMINAL_STATES: frozenset[SlurmState] = frozenset(
     }
 )
 
+# States in which sacct's record of a job is its last word: a status poll keeps such records
+# (with their End) in the local index and asks slurmdbd of them no more (issue 13: a poll of a
+# run whose chains ended asked sacct of every job it ever ran, every time). Not NODE_FAIL or
+# PREEMPTED, after which Slurm may requeue the job under its id; a job requeued from one of
+# these by hand shows up in squeue again, and squeue speaks for a job it shows.
+FINAL_STATES: frozenset[SlurmState] = frozenset(
+    {
+        SlurmState.BOOT_FAIL,
+        SlurmState.CANCELLED,
+        SlurmState.COMPLETED,
+        SlurmState.DEADLINE,
+        SlurmState.FAILED,
+        SlurmState.OUT_OF_MEMORY,
+        SlurmState.TIMEOUT,
+    }
+)
+
 # Seen in squeue for the predecessor, these mean it is still (or again) in the queue: requeued,
 # held, suspended or stopped. COMPLETING, SIGNALING and STAGE_OUT are a job on its way out (our
 # afternotok dependency fires while it completes), so they are not "queued" (issue 9, class 10).

@@ -134,7 +134,9 @@ def recent_targets(runs: Iterable[IndexedRun], clusters: Sequence[str]) -> dict[
     for run in runs:
         for name, c in run.clusters.items():
             if not clusters or name in clusters:
-                per_cluster.setdefault(name, []).append(Target(run.run_id, c.run_dir))
+                per_cluster.setdefault(name, []).append(
+                    Target(run.run_id, c.run_dir, final=run.final_of(name))
+                )
     return per_cluster
 
 

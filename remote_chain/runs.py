@@ -81,12 +81,15 @@ def run_json(run: IndexedRun) -> dict[str, object]:
 
 
 def note_status(index: RunIndex, results: Iterable[StatusResult]) -> None:
-    """Keep the chain states just read in the index entries they belong to.
+    """Keep the chain states just read in the index entries they belong to, and each chain's
+    final sacct lines (the next poll asks sacct of none of those jobs).
 
     Only runs already in the index are updated (a ``--cluster`` status of a run submitted
     elsewhere adds nothing); an unreadable cluster keeps its previous states. A failed write
     is a warning: the index is a convenience, never the reason a command fails.
     """
+    from remote_chain.chainstatus import final_lines  # noqa: PLC0415 - a submit never needs it
+
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for result in results:
         run = index.load(result.run_id)
@@ -94,8 +97,15 @@ def note_status(index: RunIndex, results: Iterable[StatusResult]) -> None:
             continue
         states = dict(run.states)
         states.update({f"{c.cluster}/{c.benchmark}": c.state.value for c in result.chains})
+        final = dict(run.final)
+        for c in result.chains:
+            key, lines = f"{c.cluster}/{c.benchmark}", final_lines(c)
+            if lines:
+                final[key] = lines
+            else:
+                final.pop(key, None)
         try:
-            index.save(replace(run, states=states, checked=now))
+            index.save(replace(run, states=states, checked=now, final=final))
         except OSError as exc:
             log.warning("index_write_failed", run_id=result.run_id, error=str(exc))
 

@@ -4,7 +4,8 @@ However many chains are asked for, a cluster is asked exactly once per poll: the
 each chain's dot-files (through the wire codec, so nothing in them can break the framing),
 gathers every job id they name, and makes one ``squeue`` call for all of them, then one
 ``sacct`` call for those squeue no longer shows, none when it shows them all (benchmarks issue,
-P5: controller load; issue 13: slurmdbd spared by polls of live chains).
+P5: controller load; issue 13: slurmdbd spared by polls of live chains); a job whose final
+record an earlier poll read (``Target.final``, kept in the local index) is not asked again.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class Target:
     run_id: str
     run_dir: str
     benchmarks: tuple[str, ...] = ()
+    # sacct's final lines (chainstatus.final_lines) of the run's jobs, from the local index:
+    # not asked again unless squeue shows the job (parse_status_output puts them back).
+    final: str = ""
 
 
 @dataclass(frozen=True)
@@ -91,8 +95,14 @@ def render_status_script(targets: Sequence[Target], *, executor: Executor = "slu
         "RC_RUN_DIRS=(" + " ".join(shlex.quote(t.run_dir) for t in targets) + ")",
         "RC_RUN_IDS=(" + " ".join(shlex.quote(t.run_id) for t in targets) + ")",
         "RC_BENCHES=(" + " ".join(shlex.quote(" ".join(t.benchmarks)) for t in targets) + ")",
+        # Only ids parse_sacct accepts (JOB_ID_RE) leave the index for the script.
+        "RC_FINAL_IDS=(" + " ".join(shlex.quote(i) for i in _final(targets)) + ")",
     ]
     return "\n".join([*head, render_chunks_function(), body])
+
+
+def _final(targets: Sequence[Target]) -> dict[JobId, SacctRecord]:
+    return parse_sacct("\n".join(t.final for t in targets if t.final))
 
 
 _MISSING = {kind: FileRead("missing") for kind in CHAIN_FILES}
@@ -173,12 +183,19 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
                 tuple(unreadable.get(i, ())),
             )
         )
+    squeue = parse_squeue(squeue_text) if squeue_ok else {}
+    sacct = parse_sacct(sacct_text) if sacct_ok else {}
+    # The final records the exec did not ask sacct of: what sacct said of them before. A job
+    # squeue shows (requeued) is squeue's, and sacct's answer, when it was asked, wins.
+    for job_id, rec in _final(targets).items():
+        if job_id not in squeue and job_id not in sacct:
+            sacct[job_id] = rec
     return Snapshot(
         runs=tuple(run_files),
-        sacct=parse_sacct(sacct_text) if sacct_ok else {},
+        sacct=sacct,
         sacct_ok=sacct_ok,
         sacct_error="" if sacct_ok else sacct_text.strip()[-500:],
-        squeue=parse_squeue(squeue_text) if squeue_ok else {},
+        squeue=squeue,
         squeue_ok=squeue_ok,
         live_pids=frozenset(live),
     )

@@ -231,14 +231,21 @@ rc_squeue() {  # one SQUEUE record, as rc_sacct; its text and status kept in rc_
   rc_emit_answer SQUEUE "$rc" "$out"
   rc_sq_out=$out rc_sq_rc=$rc
 }
-rc_unqueued() {  # the ids (in ids) squeue did not show queued or running: left in ids
-  # Only when squeue answered, and awk is there to compare the lists in one process (mawk or
-  # gawk: every Debian and RHEL login node); else every id goes to sacct, as before.
-  (( rc_sq_rc == 0 )) && [[ -n $rc_sq_out ]] && command -v "$rc_awk" >/dev/null 2>&1 || return 0
+rc_unqueued() {  # the ids (in ids) for sacct, left in ids: those squeue did not show queued
+  # or running, less those whose final record the client keeps (RC_FINAL_IDS: sacct said
+  # COMPLETED, FAILED, ... with an End on an earlier poll, and will not say otherwise).
+  # Only when squeue answered (an empty answer too: nothing of ours queued), and awk is there
+  # to compare the lists in one process (mawk or gawk: every Debian and RHEL login node); else
+  # every id goes to sacct, as before. Each list is one file, never empty (printf prints its
+  # newline with no words): the files are told apart by FNR == 1.
+  (( rc_sq_rc == 0 )) && command -v "$rc_awk" >/dev/null 2>&1 || return 0
   local left  # a substitution, as rc_read_run reads chains.awk's
   left=$(command "$rc_awk" -F'|' '
-    NR == FNR { if (NF >= 7 && $2 ~ /^(__SQUEUE_LIVE_ERE__)$/) live[$1]; next }
-    !($0 in live)' <(printf '%s\n' "$rc_sq_out") <(printf '%s\n' "${ids[@]}")) ||
+    FNR == 1 { f++ }
+    f == 1 { if (NF >= 7 && $2 ~ /^(__SQUEUE_LIVE_ERE__)$/) live[$1]; next }
+    f == 2 { final[$0]; next }
+    $0 != "" && !($0 in live) && !($0 in final)' <(printf '%s\n' "$rc_sq_out") \
+    <(printf '%s\n' "${RC_FINAL_IDS[@]}") <(printf '%s\n' "${ids[@]}")) ||
     return 0  # awk failed: every id goes to sacct
   ids=(); [[ -z $left ]] || { rc_lines "$left"$'\n'; ids=("${rc_line_list[@]}"); }
 }
@@ -251,8 +258,10 @@ if [[ $RC_EXECUTOR == slurm ]]; then
   # poll asks slurmdbd, which a site shares between all its users, only of the links that have
   # ended, and not at all while every job is still queued or running (held or waiting chains,
   # a run's first links). And slurmdbd's answer is the slow one: 22.05's
-  # sacct waits ~90 ms on its own Nagle/delayed-ACK stalls, 24.11's ~5 ms (issue 13, P9). An
-  # ended chain pays squeue then sacct, ~10 ms more than running the two side by side.
+  # sacct waits ~90 ms on its own Nagle/delayed-ACK stalls, 24.11's ~5 ms (issue 13, P9). A
+  # job's final record is asked once: later polls send its id in RC_FINAL_IDS, so a run whose
+  # ended chains are all known asks no sacct either (P3: a 200-chain run with 30 ended ones
+  # paid squeue, then sacct, on every poll).
   rc_sq_out="" rc_sq_rc=1
   if (( ${#names[@]} )); then rc_squeue; fi
   if (( ${#ids[@]} )); then rc_unqueued; fi

@@ -298,7 +298,7 @@ def p5_status_calls(ctx: Ctx, srig: StatusRig, shims: Path) -> None:
                 f"p5.status.{n}",
                 f"P5 status poll of {n} chain(s): calls seen by the shims",
                 f"{sacct} sacct, {squeue} squeue",
-                target="<= 1 and 1 (0 sacct: every job is queued)",
+                target="<= 1 and 1 (0 sacct: every job queued, or its end already read)",
                 met=sacct <= 1 and squeue == 1,
             )
         )

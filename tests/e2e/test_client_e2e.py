@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -27,6 +28,7 @@ import devcluster
 import pytest
 
 from remote_chain.errors import AuthenticationError, ConnectError, HostKeyError
+from remote_chain.index import RunIndex
 from remote_chain.models import ChainStateName
 from remote_chain.orchestrator import Orchestrator, StatusResult, SubmitResult
 from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
@@ -339,6 +341,32 @@ def test_wait_returns_all_completed_only_for_a_completed_run(
     assert failed.ended
     assert not failed.all_completed
     assert [c.state for c in failed.chains] == [ChainStateName.FAILED], failed.to_json()
+
+
+def test_an_ended_jobs_record_is_read_from_sacct_once(
+    ended_runs: tuple[Client, str, str], version: Version
+) -> None:
+    """Once a poll saw a job's final record, later polls take it from the local index and ask
+    sacct of it no more (issue 13, P3/P5): the status stays the same, and a reason changed in
+    the index shows, so it did not come from sacct."""
+    client, good, _ = ended_runs
+    on = [version.cluster]
+    first = client.call(lambda rc: rc.wait(good, clusters=on, timeout=120, first_interval=1))
+    assert first.all_completed, first.to_json()
+    index = RunIndex(client.settings().index_dir())
+    entry = index.load(good)
+    assert entry is not None
+    lines = entry.final_of(version.cluster).splitlines()
+    assert {line.split("|")[0] for line in lines} >= {j.job_id for j in first.chains[0].jobs[:1]}
+    again = client.call(lambda rc: rc.status(good, clusters=on))
+    assert again.to_json() == first.to_json()
+
+    marked = {k: v.replace("|0:0|", "|0:0|kept-by-the-index ") for k, v in entry.final.items()}
+    index.save(replace(entry, final=marked))
+    seen = client.call(lambda rc: rc.status(good, clusters=on))
+    (chain,) = seen.chains
+    assert chain.state is ChainStateName.COMPLETED
+    assert any(j.reason.startswith("kept-by-the-index") for j in chain.jobs), seen.to_json()
 
 
 def test_cli_wait_exit_codes(

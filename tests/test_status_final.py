@@ -1,0 +1,230 @@
+"""A job's final sacct record is asked once (issue 13; P3, P5): the local index keeps it, and
+later status polls send its id in ``RC_FINAL_IDS`` so the exec leaves it out of ``sacct``,
+unless squeue shows the job again (requeued): then squeue speaks. Run by bash with stub
+``sacct``/``squeue`` on PATH that log what they are asked; the index and the merge are pure."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from remote_chain.chainstatus import ChainStatus, JobView, derive, final_lines
+from remote_chain.index import IndexedCluster, IndexedRun, RunIndex
+from remote_chain.models import ChainStateName, JobId, SlurmState
+from remote_chain.remote.markers import wrap
+from remote_chain.results import StatusResult
+from remote_chain.runs import note_status
+from remote_chain.sacct import parse_sacct
+from remote_chain.script import CHAIN_FILE
+from remote_chain.snapshot import (
+    ChainFiles,
+    FileRead,
+    RunFiles,
+    Snapshot,
+    Target,
+    parse_status_output,
+    render_status_script,
+)
+
+RUN_ID = "rc-20261203T000000Z-abcdef"
+CHAINS = 6
+END = "2026-12-03T01:02:03"
+
+# sacct answers COMPLETED for every id asked (reason "from-sacct"); squeue shows the ids of
+# RC_STUB_LIVE (comma-separated) pending, in their chain's folder, or fails (RC_STUB_FAIL).
+_SACCT = r"""#!/bin/bash
+echo sacct >> "$RC_STUB_LOG"
+while (( $# )); do [[ $1 == --jobs ]] && jobs=$2; shift; done
+IFS=, read -r -a ids <<< "$jobs"
+printf '%s\n' "${ids[@]}" >> "$RC_STUB_LOG.ids"
+for id in "${ids[@]}"; do
+  printf '%s|COMPLETED|5|0:0|from-sacct|2026-12-03T01:00:00|2026-12-03T01:00:05\n' "$id"
+done
+"""
+_SQUEUE = r"""#!/bin/bash
+echo squeue >> "$RC_STUB_LOG"
+[[ -n ${RC_STUB_FAIL:-} ]] && { echo "squeue: error: no controller" >&2; exit 1; }
+IFS=, read -r -a live <<< "${RC_STUB_LIVE:-}"
+for id in "${live[@]}"; do
+  i=$((id - 100000))
+  printf '%s|PENDING|JobHeldUser|N/A|0:00|%s/chain%d|%s:chain%d\n' "$id" "$RC_RUN_DIR" "$i" \
+    "__RUN_ID__" "$i"
+done
+"""
+
+
+def _env(tmp: Path, run_dir: Path, **extra: str) -> dict[str, str]:
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, text in {"sacct": _SACCT, "squeue": _SQUEUE}.items():
+        path = bin_dir / name
+        path.write_text(text.replace("__RUN_ID__", RUN_ID))
+        path.chmod(0o755)
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "RC_STUB_LOG": str(tmp / "calls.log"),
+        "RC_RUN_DIR": str(run_dir),
+        "LC_ALL": "C.UTF-8",
+        **extra,
+    }
+
+
+def _run_dir(tmp: Path) -> Path:
+    run_dir = tmp / RUN_ID
+    for i in range(CHAINS):
+        bench = run_dir / f"chain{i}"
+        bench.mkdir(parents=True)
+        (bench / "job.sh").write_text("#!/bin/bash\n")
+        (bench / CHAIN_FILE).write_text(f"{100000 + i}\n")
+    return run_dir
+
+
+def _poll(tmp: Path, target: Target, env: dict[str, str]) -> tuple[Snapshot, list[str], list[str]]:
+    """One status exec: the snapshot, the tools called, and the ids sacct was asked of."""
+    for log in (tmp / "calls.log", tmp / "calls.log.ids"):
+        log.unlink(missing_ok=True)
+    wrapped, nonce = wrap(render_status_script([target]))
+    proc = subprocess.run(["bash", "-s"], input=wrapped.encode(), capture_output=True, env=env)
+    text = proc.stdout.decode()
+    begin = f"__REMOTE_CHAIN_BEGIN_{nonce}\n"
+    payload = text[text.index(begin) + len(begin) : text.index(f"\n__REMOTE_CHAIN_END_{nonce}")]
+    calls = (tmp / "calls.log").read_text().split()
+    ids_log = tmp / "calls.log.ids"
+    asked = ids_log.read_text().split() if ids_log.exists() else []
+    return parse_status_output(payload, [target]), calls, asked
+
+
+def _final(*ids: int, reason: str = "from-cache") -> str:
+    return "\n".join(f"{i}|COMPLETED|7|0:0|{reason}|2026-12-03T00:00:00|{END}" for i in ids)
+
+
+def test_final_jobs_are_not_asked_and_come_back_from_the_index(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path)
+    # 100000 queued; 100001 final; 100002 final but queued again (requeued): squeue's.
+    env = _env(tmp_path, run_dir, RC_STUB_LIVE="100000,100002")
+    target = Target(RUN_ID, str(run_dir), final=_final(100001, 100002))
+    snap, calls, asked = _poll(tmp_path, target, env)
+    assert calls == ["squeue", "sacct"]
+    assert sorted(asked) == ["100003", "100004", "100005"]
+    assert snap.sacct[JobId("100001")].reason == "from-cache"
+    assert snap.sacct[JobId("100003")].reason == "from-sacct"
+    assert JobId("100002") not in snap.sacct
+    assert snap.squeue[JobId("100002")].state is SlurmState.PENDING
+
+
+def test_no_sacct_at_all_when_every_ended_job_is_known(tmp_path: Path) -> None:
+    """The P3 case: held chains queued, the ended ones' records known: squeue alone. Also
+    when squeue answers nothing (no job of ours queued)."""
+    run_dir = _run_dir(tmp_path)
+    env = _env(tmp_path, run_dir, RC_STUB_LIVE="100000,100001,100002")
+    target = Target(RUN_ID, str(run_dir), final=_final(100003, 100004, 100005))
+    snap, calls, _ = _poll(tmp_path, target, env)
+    assert calls == ["squeue"]
+    assert snap.sacct_ok
+    assert {str(j) for j in snap.sacct} == {"100003", "100004", "100005"}
+
+    env = _env(tmp_path, run_dir, RC_STUB_LIVE="")
+    target = Target(RUN_ID, str(run_dir), final=_final(*range(100000, 100000 + CHAINS)))
+    snap, calls, _ = _poll(tmp_path, target, env)
+    assert calls == ["squeue"]
+    assert len(snap.sacct) == CHAINS
+
+
+def test_squeue_failing_sends_every_id_to_sacct_whose_answer_wins(tmp_path: Path) -> None:
+    """Without squeue's answer a final job may be queued again: nothing is left out, and what
+    sacct says now replaces what the index kept."""
+    run_dir = _run_dir(tmp_path)
+    env = _env(tmp_path, run_dir, RC_STUB_FAIL="1")
+    target = Target(RUN_ID, str(run_dir), final=_final(100001))
+    snap, calls, asked = _poll(tmp_path, target, env)
+    assert calls == ["squeue", "sacct"]
+    assert sorted(asked) == [str(100000 + i) for i in range(CHAINS)]
+    assert snap.sacct[JobId("100001")].reason == "from-sacct"
+
+
+def test_only_job_ids_leave_the_index_for_the_script() -> None:
+    """A hand-edited index line that is no sacct line of a job id never reaches the shell."""
+    bad = "1; touch /tmp/pwned|COMPLETED|1|0:0||2026-12-03T00:00:00|2026-12-03T00:00:01"
+    script = render_status_script([Target(RUN_ID, "/w/r", final=f"{bad}\n{_final(42)}")])
+    head = next(line for line in script.splitlines() if line.startswith("RC_FINAL_IDS="))
+    assert head == "RC_FINAL_IDS=(42)"
+    assert "pwned" not in script
+
+
+def _chain_files(i: int, events: str = "") -> ChainFiles:
+    files = {"chain": FileRead("ok", f"{100000 + i}\n")}
+    if events:
+        files["events"] = FileRead("ok", events)
+    return ChainFiles(RUN_ID, f"chain{i}", f"/w/{RUN_ID}/chain{i}", files, False)
+
+
+_RECORDS = "\n".join(
+    [
+        f"100000|COMPLETED|60|0:0|None|2026-12-03T00:00:00|{END}",
+        f"100001|CANCELLED by 1234|3|0:15|None|2026-12-03T00:00:00|{END}",
+        f"100002|TIMEOUT||0:0|TimeLimit|Unknown|{END}",
+        f"100003|FAILED|9|1:0|NonZeroExitCode|2026-12-03T00:00:00|{END}",
+        "100004|NODE_FAIL|9|0:0|None|2026-12-03T00:00:00|" + END,  # may be requeued: not kept
+        "100005|COMPLETED|9|0:0|None|2026-12-03T00:00:00|Unknown",  # no End yet: not kept
+    ]
+)
+
+
+def test_a_chain_derived_from_kept_lines_is_the_one_sacct_gave() -> None:
+    """final_lines round-trips through parse_sacct: the status of every chain is the same
+    whether its records came from sacct or from the index."""
+    chains = tuple(_chain_files(i) for i in range(CHAINS))
+    runs = (RunFiles(RUN_ID, f"/w/{RUN_ID}", True, None, None, chains),)
+    from_sacct = Snapshot(runs, sacct=parse_sacct(_RECORDS))
+    first = [derive("c", files, from_sacct) for files in chains]
+    kept = "\n".join(filter(None, (final_lines(c) for c in first)))
+    assert {line.split("|")[0] for line in kept.splitlines()} == {
+        "100000",
+        "100001",
+        "100002",
+        "100003",
+    }
+    from_index = Snapshot(
+        runs,
+        sacct=parse_sacct(kept)
+        | {j: r for j, r in parse_sacct(_RECORDS).items() if j in {"100004", "100005"}},
+    )
+    assert [derive("c", files, from_index) for files in chains] == first
+    assert first[1].jobs[0].state == "CANCELLED by 1234"
+
+
+def _status(i: int, job: JobView) -> ChainStatus:
+    return ChainStatus("c", RUN_ID, f"chain{i}", ChainStateName.COMPLETED, (job,))
+
+
+def test_the_index_keeps_final_lines_per_chain_and_drops_a_requeued_one(tmp_path: Path) -> None:
+    index = RunIndex(tmp_path)
+    clusters = {"c": IndexedCluster("/w/r", ("chain0", "chain1")), "d": IndexedCluster("/x", ())}
+    index.save(IndexedRun(RUN_ID, "2026-12-03T00:00:00Z", clusters, final={"d/chain0": _final(7)}))
+    done = JobView(JobId("100000"), "COMPLETED", 5, "0:0", "None", "2026-12-03T00:00:00", END)
+    other = JobView(JobId("100001"), "FAILED", 5, "1:0", "None", "2026-12-03T00:00:00", END)
+    note_status(index, [StatusResult(RUN_ID, (_status(0, done), _status(1, other)))])
+    entry = index.load(RUN_ID)
+    assert entry is not None
+    assert set(entry.final) == {"c/chain0", "c/chain1", "d/chain0"}
+    assert entry.final_of("c", ("chain1",)).startswith("100001|FAILED|")
+    assert entry.final_of("d") == _final(7)
+
+    # chain0's job queued again (squeue's view: no End): the next poll asks sacct of it.
+    requeued = JobView(JobId("100000"), "PENDING", 0, "", "BeginTime")
+    note_status(index, [StatusResult(RUN_ID, (_status(0, requeued),))])
+    entry = index.load(RUN_ID)
+    assert entry is not None
+    assert set(entry.final) == {"c/chain1", "d/chain0"}
+
+
+@pytest.mark.parametrize("raw", [None, "garbage", {"c/x": 3}])
+def test_an_index_entry_without_usable_final_lines_reads_as_none(raw: object) -> None:
+    data: dict[str, object] = {"run_id": RUN_ID, "created": "", "clusters": {}}
+    if raw is not None:
+        data["final"] = raw
+    assert IndexedRun.from_json(data).final == {}
