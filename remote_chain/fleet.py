@@ -8,6 +8,7 @@ its error and never stops the others.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -145,7 +146,7 @@ class Fleet(ClosingContext):
         check_run_id(run_id)
         clusters = self._cluster_names(clusters)
         entry = self.index.load(run_id)
-        wanted = tuple(benchmarks)
+        wanted, now = tuple(benchmarks), dt.datetime.now(dt.UTC)
         if clusters:
             out = {}
             for c in dict.fromkeys(clusters):
@@ -154,7 +155,7 @@ class Fleet(ClosingContext):
                 # What the index knows of the same folder only (a profile's workdir changed).
                 final = ""
                 if entry is not None and known is not None and known.run_dir == folder:
-                    final = entry.final_of(c, wanted)
+                    final = entry.final_of(c, wanted, now)
                 out[c] = Target(run_id, folder, wanted, final)
             return out
         if entry is None:
@@ -165,7 +166,7 @@ class Fleet(ClosingContext):
                 field="RUN_ID",
             )
         return {
-            name: Target(run_id, c.run_dir, wanted, entry.final_of(name, wanted))
+            name: Target(run_id, c.run_dir, wanted, entry.final_of(name, wanted, now))
             for name, c in entry.clusters.items()
         }
 

@@ -12,6 +12,7 @@ no SSH. Entries written before those fields existed read as "never checked".
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import tempfile
@@ -24,6 +25,12 @@ from remote_chain.models import Executor
 from remote_chain.records import indented_json
 
 log = structlog.get_logger("remote_chain")
+
+ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
+# How long a chain's final sacct lines stand in for sacct. They are final: nothing but a job
+# requeued by hand after its end (and ended again before any poll saw it queued) changes them,
+# and then for at most this long; once an hour a run's ended jobs cost one sacct again.
+FINAL_TTL = dt.timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -43,16 +50,29 @@ class IndexedRun:
     states: dict[str, str] = field(default_factory=dict)
     checked: str = ""
     # "<cluster>/<benchmark>" -> the sacct lines of the chain's jobs whose record is final
-    # (chainstatus.final_lines): later polls do not ask sacct of them (snapshot.Target.final).
+    # (chainstatus.final_lines), and when sacct gave them (ISO 8601 UTC): later polls do not
+    # ask sacct of them (snapshot.Target.final) for FINAL_TTL, then once again.
     final: dict[str, str] = field(default_factory=dict)
+    final_read: dict[str, str] = field(default_factory=dict)
 
-    def final_of(self, cluster: str, benchmarks: tuple[str, ...] = ()) -> str:
-        """The final lines of ``cluster``'s chains (of ``benchmarks`` only, when named)."""
+    def final_fresh(self, key: str, now: dt.datetime) -> bool:
+        """Whether the chain's final lines were read from sacct less than FINAL_TTL ago."""
+        try:
+            read = dt.datetime.strptime(self.final_read.get(key, ""), ISO_UTC).replace(
+                tzinfo=dt.UTC
+            )
+        except ValueError:
+            return False
+        return dt.timedelta(0) <= now - read < FINAL_TTL
+
+    def final_of(self, cluster: str, benchmarks: tuple[str, ...], now: dt.datetime) -> str:
+        """The fresh final lines of ``cluster``'s chains (of ``benchmarks`` only, when named)."""
         return "\n".join(
             lines
             for key, lines in self.final.items()
             if key.partition("/")[0] == cluster
             and (not benchmarks or key.partition("/")[2] in benchmarks)
+            and self.final_fresh(key, now)
         )
 
     def to_json(self) -> dict[str, object]:
@@ -62,6 +82,7 @@ class IndexedRun:
             "states": dict(self.states),
             "checked": self.checked,
             "final": dict(self.final),
+            "final_read": dict(self.final_read),
             "clusters": {
                 name: {
                     "run_dir": c.run_dir,
@@ -89,12 +110,7 @@ class IndexedRun:
         states = (
             {str(k): str(v) for k, v in states_raw.items()} if isinstance(states_raw, dict) else {}
         )
-        final_raw = data.get("final")
-        final = (
-            {str(k): v for k, v in final_raw.items() if isinstance(v, str)}
-            if isinstance(final_raw, dict)
-            else {}
-        )
+        final, final_read = _str_dict(data.get("final")), _str_dict(data.get("final_read"))
         return cls(
             str(data["run_id"]),
             str(data.get("created", "")),
@@ -102,7 +118,15 @@ class IndexedRun:
             states,
             str(data.get("checked", "") or ""),
             final,
+            final_read,
         )
+
+
+def _str_dict(raw: object) -> dict[str, str]:
+    """A hand-edited or older entry's field: its string values only, else nothing."""
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): v for k, v in raw.items() if isinstance(v, str)}
 
 
 class RunIndex:

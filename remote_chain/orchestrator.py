@@ -245,7 +245,7 @@ class Orchestrator(Fleet):
             runs = [r for r in (self.index.load(i) for i in run_ids) if r is not None]
         else:
             runs = self.index.recent(limit)
-        per_cluster = recent_targets(runs, self._cluster_names(clusters))
+        per_cluster = recent_targets(runs, self._cluster_names(clusters), dt.datetime.now(dt.UTC))
         results, failures = await self._fan_out(
             list(per_cluster), lambda name: self.session(name).status(per_cluster[name])
         )

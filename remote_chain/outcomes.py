@@ -9,6 +9,7 @@ tested without a cluster.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -126,8 +127,11 @@ def resume_entries(cluster: str, answer: ResumeAnswer, plan: Plan) -> list[Resum
     return entries
 
 
-def recent_targets(runs: Iterable[IndexedRun], clusters: Sequence[str]) -> dict[str, list[Target]]:
-    """The run folders to read per cluster for ``status`` of recent runs (all, or ``clusters``)."""
+def recent_targets(
+    runs: Iterable[IndexedRun], clusters: Sequence[str], now: dt.datetime
+) -> dict[str, list[Target]]:
+    """The run folders to read per cluster for ``status`` of recent runs (all, or ``clusters``),
+    with the final sacct lines the index holds that are fresh at ``now``."""
     from remote_chain.snapshot import Target  # noqa: PLC0415 - start-up time
 
     per_cluster: dict[str, list[Target]] = {}
@@ -135,7 +139,7 @@ def recent_targets(runs: Iterable[IndexedRun], clusters: Sequence[str]) -> dict[
         for name, c in run.clusters.items():
             if not clusters or name in clusters:
                 per_cluster.setdefault(name, []).append(
-                    Target(run.run_id, c.run_dir, final=run.final_of(name))
+                    Target(run.run_id, c.run_dir, final=run.final_of(name, (), now))
                 )
     return per_cluster
 

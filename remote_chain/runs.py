@@ -17,7 +17,7 @@ import structlog
 
 from remote_chain.durations import parse_duration
 from remote_chain.errors import ConfigError
-from remote_chain.index import IndexedRun, RunIndex
+from remote_chain.index import ISO_UTC, IndexedRun, RunIndex
 from remote_chain.plan import check_run_id
 
 if TYPE_CHECKING:
@@ -90,22 +90,28 @@ def note_status(index: RunIndex, results: Iterable[StatusResult]) -> None:
     """
     from remote_chain.chainstatus import final_lines  # noqa: PLC0415 - a submit never needs it
 
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = dt.datetime.now(dt.UTC)
+    now = when.strftime(ISO_UTC)
     for result in results:
         run = index.load(result.run_id)
         if run is None or not result.chains:
             continue
         states = dict(run.states)
         states.update({f"{c.cluster}/{c.benchmark}": c.state.value for c in result.chains})
-        final = dict(run.final)
+        final, read = dict(run.final), dict(run.final_read)
         for c in result.chains:
             key, lines = f"{c.cluster}/{c.benchmark}", final_lines(c)
-            if lines:
-                final[key] = lines
-            else:
+            if not lines:
                 final.pop(key, None)
+                read.pop(key, None)
+                continue
+            # Lines this poll took from the index keep their time; any others (new ones, or
+            # stale ones that were not sent, so sacct gave them again) are sacct's of now.
+            if final.get(key) != lines or not run.final_fresh(key, when):
+                read[key] = now
+            final[key] = lines
         try:
-            index.save(replace(run, states=states, checked=now, final=final))
+            index.save(replace(run, states=states, checked=now, final=final, final_read=read))
         except OSError as exc:
             log.warning("index_write_failed", run_id=result.run_id, error=str(exc))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from remote_chain.actions import CancelAnswer, ResumeAnswer
 from remote_chain.bundle import ChainPlan, ClusterBundle, SubmitAnswer, Submitted
 from remote_chain.chainstatus import ChainStatus
@@ -101,13 +103,24 @@ def test_only_failed_or_stopped_chains_resume() -> None:
 
 def test_recent_runs_read_each_cluster_once_and_split_back_per_run() -> None:
     """Targets group by cluster (filtered); results and failures go back to their runs."""
+    line = "7|COMPLETED|1|0:0|None|2026-12-03T00:00:00|2026-12-03T00:00:01"
     runs = [
         IndexedRun("rc-1", "", {"eos": IndexedCluster("/w/rc-1/eos", ("a",))}),
-        IndexedRun("rc-2", "", {"eos": IndexedCluster("/w/rc-2/eos", ("a",))}),
+        IndexedRun(
+            "rc-2",
+            "",
+            {"eos": IndexedCluster("/w/rc-2/eos", ("a",))},
+            final={"eos/a": line},
+            final_read={"eos/a": "2026-12-03T00:00:00Z"},
+        ),
     ]
-    targets = recent_targets(runs, [])
+    now = dt.datetime(2026, 12, 3, 0, 30, tzinfo=dt.UTC)
+    targets = recent_targets(runs, [], now)
     assert [t.run_dir for t in targets["eos"]] == ["/w/rc-1/eos", "/w/rc-2/eos"]
-    assert recent_targets(runs, ["dgx"]) == {}
+    assert [t.final for t in targets["eos"]] == ["", line]
+    later = recent_targets(runs, [], now + dt.timedelta(hours=1))  # stale: sacct asked again
+    assert [t.final for t in later["eos"]] == ["", ""]
+    assert recent_targets(runs, ["dgx"], now) == {}
     failure = ClusterFailure("eos", RemoteError("down", host="eos"))
     results = per_run(runs, {"eos": [_chain("a", ChainStateName.RUNNING)]}, [failure])
     assert [(r.run_id, len(r.chains), r.failures) for r in results] == [

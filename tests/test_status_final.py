@@ -5,14 +5,16 @@ unless squeue shows the job again (requeued): then squeue speaks. Run by bash wi
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from remote_chain.chainstatus import ChainStatus, JobView, derive, final_lines
-from remote_chain.index import IndexedCluster, IndexedRun, RunIndex
+from remote_chain.index import FINAL_TTL, ISO_UTC, IndexedCluster, IndexedRun, RunIndex
 from remote_chain.models import ChainStateName, JobId, SlurmState
 from remote_chain.remote.markers import wrap
 from remote_chain.results import StatusResult
@@ -211,8 +213,24 @@ def test_the_index_keeps_final_lines_per_chain_and_drops_a_requeued_one(tmp_path
     entry = index.load(RUN_ID)
     assert entry is not None
     assert set(entry.final) == {"c/chain0", "c/chain1", "d/chain0"}
-    assert entry.final_of("c", ("chain1",)).startswith("100001|FAILED|")
-    assert entry.final_of("d") == _final(7)
+    now = dt.datetime.now(dt.UTC)
+    assert entry.final_of("c", ("chain1",), now).startswith("100001|FAILED|")
+    assert entry.final_of("d", (), now) == ""  # no time it was read: stale
+    first_read = entry.final_read["c/chain0"]
+
+    # The same lines again within FINAL_TTL (taken from the index) keep their time; past it
+    # (not sent, so sacct gave them again) they take the poll's.
+    note_status(index, [StatusResult(RUN_ID, (_status(0, done),))])
+    entry = index.load(RUN_ID)
+    assert entry is not None
+    assert entry.final_read["c/chain0"] == first_read
+    old = (now - FINAL_TTL - dt.timedelta(seconds=5)).strftime(ISO_UTC)
+    index.save(replace(entry, final_read={**entry.final_read, "c/chain0": old}))
+    note_status(index, [StatusResult(RUN_ID, (_status(0, done),))])
+    entry = index.load(RUN_ID)
+    assert entry is not None
+    assert entry.final_read["c/chain0"] != old
+    assert entry.final_fresh("c/chain0", dt.datetime.now(dt.UTC))
 
     # chain0's job queued again (squeue's view: no End): the next poll asks sacct of it.
     requeued = JobView(JobId("100000"), "PENDING", 0, "", "BeginTime")
