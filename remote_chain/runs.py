@@ -98,7 +98,7 @@ def note_status(index: RunIndex, results: Iterable[StatusResult]) -> None:
             continue
         states = dict(run.states)
         states.update({f"{c.cluster}/{c.benchmark}": c.state.value for c in result.chains})
-        final, read = dict(run.final), dict(run.final_read)
+        final, read, fresh = dict(run.final), dict(run.final_read), run.fresh(when)
         for c in result.chains:
             key, lines = f"{c.cluster}/{c.benchmark}", final_lines(c)
             if not lines:
@@ -107,7 +107,7 @@ def note_status(index: RunIndex, results: Iterable[StatusResult]) -> None:
                 continue
             # Lines this poll took from the index keep their time; any others (new ones, or
             # stale ones that were not sent, so sacct gave them again) are sacct's of now.
-            if final.get(key) != lines or not run.final_fresh(key, when):
+            if final.get(key) != lines or key not in fresh:
                 read[key] = now
             final[key] = lines
         try:

@@ -230,7 +230,7 @@ def test_the_index_keeps_final_lines_per_chain_and_drops_a_requeued_one(tmp_path
     entry = index.load(RUN_ID)
     assert entry is not None
     assert entry.final_read["c/chain0"] != old
-    assert entry.final_fresh("c/chain0", dt.datetime.now(dt.UTC))
+    assert "c/chain0" in entry.fresh(dt.datetime.now(dt.UTC))
 
     # chain0's job queued again (squeue's view: no End): the next poll asks sacct of it.
     requeued = JobView(JobId("100000"), "PENDING", 0, "", "BeginTime")
@@ -246,3 +246,23 @@ def test_an_index_entry_without_usable_final_lines_reads_as_none(raw: object) ->
     if raw is not None:
         data["final"] = raw
     assert IndexedRun.from_json(data).final == {}
+
+
+@pytest.mark.parametrize(
+    ("read", "fresh"),
+    [
+        ("2026-12-03T11:59:59Z", True),
+        ("2026-12-03T11:00:01Z", True),
+        ("2026-12-03T11:00:00Z", False),  # FINAL_TTL ago: asked again
+        ("2026-12-03T12:00:01Z", False),  # in the future (a clock set back)
+        ("2026-12-03T11:30:00", False),  # not of the form written
+        ("2026-12-03T11:30:00Zjunk", False),
+    ],
+)
+def test_final_lines_are_fresh_for_an_hour_from_when_sacct_gave_them(
+    read: str, fresh: bool
+) -> None:
+    run = IndexedRun(RUN_ID, "", final={"c/a": _final(1)}, final_read={"c/a": read})
+    now = dt.datetime(2026, 12, 3, 12, 0, 0, tzinfo=dt.UTC)
+    assert (run.fresh(now) == {"c/a"}) is fresh
+    assert bool(run.final_of("c", (), now)) is fresh
