@@ -52,6 +52,11 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("remote_chain")
 
+# Seconds a submit's exec may take per chain beyond the command timeout: an sbatch takes
+# 0.02-0.1 s on a healthy controller and seconds on a loaded one; a hung exec is still
+# abandoned, after a bound that grows with the work sent.
+SUBMIT_S_PER_CHAIN = 1.0
+
 Opener = Callable[[Endpoint], Awaitable[Remote]]
 
 
@@ -219,13 +224,17 @@ class ClusterSession:
         # a bundle holding secret values for the Remote seam.
         sensitive = any(f.path.endswith(SECRETS_FILE) for f in bundle.files)
         await self.remote()  # a failure to connect at all: nothing was sent, nothing to look up
+        # The exec runs one sbatch per chain: its time grows with them. Abandoned at the plain
+        # command timeout, a 1,000-benchmark submit to a busy controller (~0.1 s an sbatch)
+        # read as a lost connection while it was still queueing (issue 13, P7).
+        timeout = self.settings.command_timeout + SUBMIT_S_PER_CHAIN * len(bundle.chains)
         tries = 0
 
         async def send() -> SubmitAnswer | None:
             nonlocal tries
             tries += 1
             try:
-                result = await self.run(script, what="submit", sensitive=sensitive)
+                result = await self.run(script, what="submit", timeout=timeout, sensitive=sensitive)
             except RemoteError as exc:
                 if not exc.transient:
                     raise

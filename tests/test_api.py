@@ -24,7 +24,9 @@ from remote_chain import (
     SlurmOptions,
     SubmitConfig,
 )
+from remote_chain.cluster import SUBMIT_S_PER_CHAIN
 from remote_chain.index import RunIndex
+from remote_chain.remote import ClosingContext, CommandResult, Endpoint, Remote
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -146,3 +148,39 @@ def test_license_file_matches_the_declared_license() -> None:
     assert "Apache License" in text
     assert "Version 2.0, January 2004" in text
     assert "END OF TERMS AND CONDITIONS" in text
+
+
+@pytest.mark.anyio
+async def test_a_submit_exec_has_time_for_each_of_its_chains(tmp_path: Path) -> None:
+    """One sbatch per chain: the submit's exec may take the command timeout plus
+    SUBMIT_S_PER_CHAIN per chain (a 1,000-benchmark submit was abandoned mid-queue at 120 s);
+    every other exec keeps the plain timeout."""
+    fake = FakeSlurm(tmp_path)
+    timeouts: list[tuple[str, float | None]] = []
+
+    async def opener(endpoint: Endpoint) -> Remote:
+        inner = await fake.open(endpoint)
+
+        class Timed(ClosingContext):
+            name = inner.name
+
+            async def run(
+                self, script: str, *, timeout: float | None = None, sensitive: bool = False
+            ) -> CommandResult:
+                timeouts.append((script, timeout))
+                return await inner.run(script, timeout=timeout, sensitive=sensitive)
+
+            async def aclose(self) -> None:
+                await inner.aclose()
+
+        return Timed()
+
+    eos = ClusterProfile(name="eos", host="eos.test", workdir=str(fake.cluster("eos").workdir))
+    settings = Settings(state_dir=tmp_path / "state", command_timeout=30)
+    async with Orchestrator(settings, clusters_dir=_empty(tmp_path), opener=opener) as rc:
+        result = await rc.submit(_config(), [eos])
+        assert result.ok, result
+        await rc.status(result.run_id, clusters=[eos])
+    submit, status = timeouts
+    assert submit[1] == 30 + SUBMIT_S_PER_CHAIN * 2
+    assert status[1] is None  # the endpoint's own command timeout
