@@ -301,12 +301,32 @@ class Rig:
         for cluster, ids in self.job_ids.items():
             with contextlib.suppress(subprocess.SubprocessError, OSError):
                 self.scancel(cluster, sorted(ids))
+        self._cancel_runs_jobs()
         workdirs = [self.dev.workdir, *(self.workdir(u) for u in self.dev.bench_users)]
         for run_id in self.run_ids:
             for workdir in workdirs:
                 shutil.rmtree(workdir / run_id, ignore_errors=True)
         for folder in [self.tmp, *self.shim_dirs]:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def _cancel_runs_jobs(self) -> None:
+        """Cancel, on every Slurm cluster of the dev cluster, any job still queued whose name is
+        one of the bench's run ids (``<run_id>:<benchmark>``): the jobs of a submit that never
+        returned its ids (a sample taken again after an outage, a Ctrl-C) are not tracked,
+        and 10,000 held ones would stay in both controllers."""
+        prefixes = tuple(f"{r}:" for r in self.run_ids)
+        if not prefixes:
+            return
+        for cluster in self.dev.clusters:
+            with contextlib.suppress(subprocess.SubprocessError, OSError, RuntimeError):
+                listing = devcluster.slurm(cluster, "squeue", "--noheader", "--format=%i|%j")
+                ids = [
+                    line.split("|", 1)[0]
+                    for line in listing.stdout.splitlines()
+                    if line.partition("|")[2].startswith(prefixes)
+                ]
+                for at in range(0, len(ids), 1000):  # argv stays short
+                    self.scancel(cluster, ids[at : at + 1000])
 
 
 def cpu_jiffies() -> tuple[int, int]:
