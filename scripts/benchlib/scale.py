@@ -335,12 +335,13 @@ def _limit(ctx: Ctx, m: _Limit) -> None:
 def _settle(ctx: Ctx) -> None:
     """Wait (bounded) until the rig's own Slurm has digested the submit before timing polls.
 
-    10,000 submitted jobs keep this machine's slurmdbd and MariaDB writing their records for
-    minutes (on 2026-12-03: ~0.4 CPU-s of every poll, 4.48x where the same polls gave 3.70x
-    once they were done). A site's accounting database is not on its login node, nor on the
-    laptop: the status rounds start once the whole machine is below SETTLE_BUSY for two
-    seconds in a row, or after SETTLE_MAX_S (30 s with --quick); the wait and the load it
-    ended at are noted.
+    This machine is the ten login nodes and also both controllers, slurmdbd and MariaDB. On
+    2026-12-03 the same 10,000 held chains polled at 2.49 CPU-s a poll (4.48x) while the
+    machine was still busy with the accounting of earlier submits and cancels (30,000 jobs in
+    its first hour), and at 2.03 (3.70x) once it was not. A site's accounting database is on
+    neither its login nodes nor the laptop: the status rounds start once the whole machine is
+    below SETTLE_BUSY for two seconds in a row, or after SETTLE_MAX_S (30 s with --quick);
+    the wait and the load it ended at are noted (in the run that followed: 2 s, 3 % busy).
     """
     t0, quiet, busy = time.monotonic(), 0, 1.0
     bound = QUICK_SETTLE_MAX_S if ctx.quick else SETTLE_MAX_S
