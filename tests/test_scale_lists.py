@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
+from localexec import run_script, stubs_on_path
+
 from remote_chain.actions import parse_cancel_output, render_cancel_script
-from remote_chain.remote.markers import wrap
 from remote_chain.sacct import MAX_LIST_ARG_BYTES, render_chunks_function
 from remote_chain.script import CANCEL_MARKER, CHAIN_FILE
 from remote_chain.snapshot import Snapshot, Target, parse_status_output, render_status_script
@@ -53,28 +53,14 @@ done
 
 
 def _stubs(tmp: Path) -> dict[str, str]:
-    bin_dir = tmp / "bin"
-    bin_dir.mkdir()
-    for name, text in {"sacct": _SACCT, "squeue": _SQUEUE}.items():
-        path = bin_dir / name
-        path.write_text(text.replace("__MAX__", str(MAX_ARG_STRLEN)).replace("__RUN_ID__", RUN_ID))
-        path.chmod(0o755)
-    return {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "RC_STUB_LOG": str(tmp / "calls.log"),
-        "LC_ALL": "C.UTF-8",
-    }
-
-
-def _run(script: str, env: dict[str, str]) -> str:
-    wrapped, nonce = wrap(script)
-    proc = subprocess.run(
-        ["bash", "-s"], input=wrapped.encode(), capture_output=True, timeout=300, env=env
+    stubs = {"sacct": _SACCT, "squeue": _SQUEUE}
+    return stubs_on_path(
+        tmp,
+        {
+            n: t.replace("__MAX__", str(MAX_ARG_STRLEN)).replace("__RUN_ID__", RUN_ID)
+            for n, t in stubs.items()
+        },
     )
-    text = proc.stdout.decode()
-    begin = f"__REMOTE_CHAIN_BEGIN_{nonce}\n"
-    return text[text.index(begin) + len(begin) : text.index(f"\n__REMOTE_CHAIN_END_{nonce}")]
 
 
 def _run_dir(tmp: Path, chains: int = CHAINS) -> Path:
@@ -106,7 +92,7 @@ def test_status_of_10000_chains_asks_in_chunks(tmp_path: Path) -> None:
     run_dir = _run_dir(tmp_path)
     env = {**_stubs(tmp_path), "RC_RUN_DIR": str(run_dir)}
     targets = [Target(RUN_ID, str(run_dir))]
-    snap: Snapshot = parse_status_output(_run(render_status_script(targets), env), targets)
+    snap: Snapshot = parse_status_output(run_script(render_status_script(targets), env), targets)
     assert snap.sacct_ok, snap.sacct_error
     assert snap.squeue_ok
     assert len(snap.runs[0].chains) == CHAINS
@@ -124,7 +110,7 @@ def test_status_asks_sacct_only_of_the_jobs_squeue_does_not_show(tmp_path: Path)
     run_dir = _run_dir(tmp_path)
     env = {**_stubs(tmp_path), "RC_RUN_DIR": str(run_dir), "RC_STUB_LIVE_EVEN": "1"}
     targets = [Target(RUN_ID, str(run_dir))]
-    snap: Snapshot = parse_status_output(_run(render_status_script(targets), env), targets)
+    snap: Snapshot = parse_status_output(run_script(render_status_script(targets), env), targets)
     asked = (tmp_path / "calls.log.ids").read_text().split()
     assert sorted(asked) == [str(100000 + i) for i in range(1, CHAINS, 2)]
     assert len(snap.squeue) == CHAINS // 2
@@ -135,7 +121,7 @@ def test_status_asks_sacct_only_of_the_jobs_squeue_does_not_show(tmp_path: Path)
     for i in range(1, CHAINS, 2):
         (run_dir / f"chain{i:05d}" / CHAIN_FILE).write_text(f"{100000 + i - 1}\n")
     (tmp_path / "calls.log").unlink()
-    snap = parse_status_output(_run(render_status_script(targets), env), targets)
+    snap = parse_status_output(run_script(render_status_script(targets), env), targets)
     assert (tmp_path / "calls.log").read_text().split() == ["squeue"]
     assert snap.sacct_ok
     assert not snap.sacct
@@ -145,7 +131,7 @@ def test_cancel_of_4500_chains_asks_squeue_in_chunks(tmp_path: Path) -> None:
     """Cancel of 4,500 chains marks each one and reads the queue in chunks of names."""
     run_dir = _run_dir(tmp_path, CANCEL_CHAINS)
     env = {**_stubs(tmp_path), "RC_RUN_DIR": str(run_dir), "RC_STUB_QUIET": "1"}
-    out = _run(render_cancel_script(RUN_ID, str(run_dir), []), env)
+    out = run_script(render_cancel_script(RUN_ID, str(run_dir), []), env)
     answer = parse_cancel_output(out, [f"chain{i:05d}" for i in range(CANCEL_CHAINS)])
     assert not answer.errors
     assert not answer.left

@@ -6,17 +6,15 @@ unless squeue shows the job again (requeued): then squeue speaks. Run by bash wi
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from localexec import run_script, stubs_on_path
 
 from remote_chain.chainstatus import ChainStatus, JobView, derive, final_lines
 from remote_chain.index import FINAL_TTL, ISO_UTC, IndexedCluster, IndexedRun, RunIndex
 from remote_chain.models import ChainStateName, JobId, SlurmState
-from remote_chain.remote.markers import wrap
 from remote_chain.results import StatusResult
 from remote_chain.runs import note_status
 from remote_chain.sacct import parse_sacct
@@ -59,20 +57,8 @@ done
 
 
 def _env(tmp: Path, run_dir: Path, **extra: str) -> dict[str, str]:
-    bin_dir = tmp / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for name, text in {"sacct": _SACCT, "squeue": _SQUEUE}.items():
-        path = bin_dir / name
-        path.write_text(text.replace("__RUN_ID__", RUN_ID))
-        path.chmod(0o755)
-    return {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "RC_STUB_LOG": str(tmp / "calls.log"),
-        "RC_RUN_DIR": str(run_dir),
-        "LC_ALL": "C.UTF-8",
-        **extra,
-    }
+    stubs = {"sacct": _SACCT, "squeue": _SQUEUE.replace("__RUN_ID__", RUN_ID)}
+    return stubs_on_path(tmp, stubs, RC_RUN_DIR=str(run_dir), **extra)
 
 
 def _run_dir(tmp: Path) -> Path:
@@ -89,11 +75,7 @@ def _poll(tmp: Path, target: Target, env: dict[str, str]) -> tuple[Snapshot, lis
     """One status exec: the snapshot, the tools called, and the ids sacct was asked of."""
     for log in (tmp / "calls.log", tmp / "calls.log.ids"):
         log.unlink(missing_ok=True)
-    wrapped, nonce = wrap(render_status_script([target]))
-    proc = subprocess.run(["bash", "-s"], input=wrapped.encode(), capture_output=True, env=env)
-    text = proc.stdout.decode()
-    begin = f"__REMOTE_CHAIN_BEGIN_{nonce}\n"
-    payload = text[text.index(begin) + len(begin) : text.index(f"\n__REMOTE_CHAIN_END_{nonce}")]
+    payload = run_script(render_status_script([target]), env)
     calls = (tmp / "calls.log").read_text().split()
     ids_log = tmp / "calls.log.ids"
     asked = ids_log.read_text().split() if ids_log.exists() else []

@@ -7,16 +7,14 @@ listing; the same script runs with each path forced, and the SQUEUE records must
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from localexec import run_script, stubs_on_path
 
 from remote_chain import wire
 from remote_chain.models import JobId
-from remote_chain.remote.markers import wrap
 from remote_chain.runstatus import statuses
 from remote_chain.script import CHAIN_FILE
 from remote_chain.snapshot import Target, parse_status_output, render_status_script
@@ -67,21 +65,9 @@ def _listing(run_dir: Path) -> str:
 
 
 def _env(tmp: Path, run_dir: Path, **extra: str) -> dict[str, str]:
-    bin_dir = tmp / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    stub = bin_dir / "squeue"
-    stub.write_text(_SQUEUE)
-    stub.chmod(0o755)
     listing = tmp / "listing"
     listing.write_text(_listing(run_dir))
-    return {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "RC_STUB_LOG": str(tmp / "calls.log"),
-        "RC_STUB_LISTING": str(listing),
-        "LC_ALL": "C.UTF-8",
-        **extra,
-    }
+    return stubs_on_path(tmp, {"squeue": _SQUEUE}, RC_STUB_LISTING=str(listing), **extra)
 
 
 def _run_dir(tmp: Path) -> Path:
@@ -95,12 +81,7 @@ def _run_dir(tmp: Path) -> Path:
 
 
 def _squeue_record(script: str, env: dict[str, str]) -> tuple[str, ...]:
-    wrapped, nonce = wrap(script)
-    proc = subprocess.run(["bash", "-s"], input=wrapped.encode(), capture_output=True, env=env)
-    text = proc.stdout.decode()
-    begin = f"__REMOTE_CHAIN_BEGIN_{nonce}\n"
-    payload = text[text.index(begin) + len(begin) : text.index(f"\n__REMOTE_CHAIN_END_{nonce}")]
-    (record,) = [r for r in wire.decode(payload) if r[0] == "SQUEUE"]
+    (record,) = [r for r in wire.decode(run_script(script, env)) if r[0] == "SQUEUE"]
     return record
 
 
