@@ -15,7 +15,9 @@ Measured in a namespace instance: 22.05 alone 186 s (3 tests); both releases 217
   window, so the row itself is observed: ~1 min of lookups, then ``resume`` with no retry.
 - ``tight``: untouched. Its second job has the same 1-minute limit as the first, which the
   1-minute lookup window fills: does the chain survive its own lookup window?
-- ``broken``: a job that ended FAILED before the outage; status cannot see that during it.
+- ``broken``: a job that ended FAILED before the outage. A status read that end before the
+  outage, so the local index holds its final sacct line and status repeats it during the
+  outage; a client without that index cannot see it then, and says unknown.
 
 This module runs last (its name) and alone: with slurmdbd down no other test could read sacct.
 slurmdbd is always started again, in a ``finally``.
@@ -27,7 +29,7 @@ import datetime as dt
 import functools
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import devcluster
 import pytest
@@ -70,6 +72,7 @@ class Outage:
     second: dict[str, str]  # benchmark -> its second job's id
     during: tuple[ChainStatus, ...]  # lagged's status, polled during the outage
     broken_during: tuple[ChainStatus, ...]
+    broken_unseen: tuple[ChainStatus, ...]  # the same, by a client with an empty index
     sacct_down: tuple[int, str]  # root's sacct during the outage: exit status, first stderr line
 
 
@@ -89,6 +92,8 @@ class _Scenario:
     second: dict[str, str]
     during: list[ChainStatus]
     broken_during: list[ChainStatus]
+    fresh_client: Client
+    broken_unseen: list[ChainStatus] = field(default_factory=list)
     sacct_down: tuple[int, str] = (0, "")
 
     def settled(self) -> bool:
@@ -101,7 +106,11 @@ class _Scenario:
 
     def poll(self) -> None:
         self.during.append(self.chains["lagged"].status())
-        self.broken_during.append(self.chains["broken"].status())
+        broken = self.chains["broken"]
+        self.broken_during.append(broken.status())
+        self.broken_unseen.append(
+            self.fresh_client.status(broken.run_id, broken.cluster, broken.benchmark)
+        )
 
     def frozen(self) -> Outage:
         c = self.chains
@@ -113,6 +122,7 @@ class _Scenario:
             self.second,
             tuple(self.during),
             tuple(self.broken_during),
+            tuple(self.broken_unseen),
             self.sacct_down,
         )
 
@@ -135,7 +145,9 @@ def outages(
     )
     # One submit fans the run out to both releases, so their links start seconds apart.
     by_cluster = client.chains_by_cluster(client.submit(config, [v.cluster for v in VERSIONS]))
-    scenarios = [_Scenario(v, by_cluster[v.cluster], {}, [], []) for v in VERSIONS]
+    # A second client with an index of its own (empty): it never read the broken job's end.
+    unseen = Client(dev.clusters_dir, base / "state-unseen", lookup_timeout=LOOKUP_WINDOW_S)
+    scenarios = [_Scenario(v, by_cluster[v.cluster], {}, [], [], unseen) for v in VERSIONS]
     for broken in (sc.chains["broken"] for sc in scenarios):
         wait_for(
             f"the broken job FAILED in accounting ({broken.cluster})",
@@ -245,9 +257,13 @@ def test_status_never_guesses_during_the_outage(outage: Outage) -> None:
         assert state is not ChainStateName.STOPPED, seen
         if state is ChainStateName.COMPLETED:
             assert [e.args for e in exited] == [("0",)], outage.lagged.describe()
-    # The job that ended FAILED before the outage cannot be seen as FAILED now: unknown.
+    # The job that ended FAILED before the outage: a client that read that end (its index
+    # keeps the final sacct line) says so again; one that never read it cannot see it now,
+    # and says unknown. Neither guesses.
     assert outage.broken_during
-    assert all(s.state is ChainStateName.UNKNOWN for s in outage.broken_during)
+    assert all(s.state is ChainStateName.FAILED for s in outage.broken_during)
+    assert outage.broken_unseen
+    assert all(s.state is ChainStateName.UNKNOWN for s in outage.broken_unseen)
     j1 = outage.lagged.first_job
     views = [j.state for s in outage.during for j in s.jobs if j.job_id == j1]
     assert "TIMEOUT" not in views, views  # no accounting: never reported as seen
