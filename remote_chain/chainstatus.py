@@ -318,19 +318,22 @@ def _chain_state(  # noqa: PLR0917 - private, called once
         return ChainStateName.FAILED
     if files.cancel_marker:
         return ChainStateName.CANCELLED
-    if not snap.sacct_ok:
-        return ChainStateName.UNKNOWN  # accounting down: never guess
     last = ids[-1] if ids else None
     if last is None:
         return ChainStateName.UNKNOWN
-    rec = snap.sacct.get(last)
+    # Accounting down: never guess. Only a record read before (a final one the local index
+    # kept, snapshot.Target.final) is still known, whichever other chains this poll asked of.
+    known = snap.sacct if snap.sacct_ok else snap.kept
+    rec = known.get(last)
     if rec is None or rec.state in NON_TERMINAL_STATES or rec.state is SlurmState.UNKNOWN:
         return ChainStateName.UNKNOWN  # accounting has not caught up
     if last not in chain_ids:
         # The last job never ran its prologue: the successor of a finished link.
         if rec.state is SlurmState.CANCELLED:
             prev = chain_ids[-1] if chain_ids else None
-            prev_rec = snap.sacct.get(prev) if prev else None
+            prev_rec = known.get(prev) if prev else None
+            if prev is not None and prev_rec is None and not snap.sacct_ok:
+                return ChainStateName.UNKNOWN
             if prev_rec is not None and prev_rec.state is SlurmState.COMPLETED:
                 return ChainStateName.COMPLETED  # Slurm removed the successor of a success
             if prev_rec is not None and prev_rec.state in NON_TERMINAL_STATES:

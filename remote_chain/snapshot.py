@@ -77,6 +77,9 @@ class Snapshot:
     squeue: dict[JobId, QueuedJob] = field(default_factory=dict)
     squeue_ok: bool = True
     live_pids: frozenset[str] = frozenset()
+    # The final records of sacct read by earlier polls (Target.final) that this one used:
+    # also in ``sacct``; what is still known when this poll's sacct failed.
+    kept: dict[JobId, SacctRecord] = field(default_factory=dict)
 
     @functools.cached_property
     def queued_by_dir(self) -> dict[str, list[JobId]]:
@@ -187,9 +190,10 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
     sacct = parse_sacct(sacct_text) if sacct_ok else {}
     # The final records the exec did not ask sacct of: what sacct said of them before. A job
     # squeue shows (requeued) is squeue's, and sacct's answer, when it was asked, wins.
+    kept = {}
     for job_id, rec in _final(targets).items():
         if job_id not in squeue and job_id not in sacct:
-            sacct[job_id] = rec
+            sacct[job_id] = kept[job_id] = rec
     return Snapshot(
         runs=tuple(run_files),
         sacct=sacct,
@@ -198,4 +202,5 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
         squeue=squeue,
         squeue_ok=squeue_ok,
         live_pids=frozenset(live),
+        kept=kept,
     )

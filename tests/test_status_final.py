@@ -248,3 +248,26 @@ def test_final_lines_are_fresh_for_an_hour_from_when_sacct_gave_them(
     now = dt.datetime(2026, 12, 3, 12, 0, 0, tzinfo=dt.UTC)
     assert (run.fresh(now) == {"c/a"}) is fresh
     assert bool(run.final_of("c", (), now)) is fresh
+
+
+def test_an_end_read_before_is_still_known_when_this_polls_sacct_fails() -> None:
+    """Accounting down: a chain whose last job's final record the index kept shows that end,
+    whichever other chains the poll had to ask sacct of; any other chain is unknown, and so
+    is a withdrawn successor whose predecessor's record is not known (never guessed)."""
+    chains = (
+        _chain_files(0),  # its job's end was read before
+        _chain_files(1),  # never read
+        # 100002 ran its prologue and queued 100007, which was cancelled: needs 100002's record
+        _chain_files(2, "1 100002 successor 100007\n"),
+    )
+    runs = (RunFiles(RUN_ID, f"/w/{RUN_ID}", True, None, None, chains),)
+    kept = parse_sacct(
+        f"100000|FAILED|9|1:0|NonZeroExitCode|2026-12-03T00:00:00|{END}\n"
+        f"100007|CANCELLED by 0|0|0:0|None|Unknown|{END}"
+    )
+    down = Snapshot(runs, sacct=dict(kept), sacct_ok=False, sacct_error="down", kept=kept)
+    states = [derive("c", files, down).state for files in chains]
+    assert states == [ChainStateName.FAILED, ChainStateName.UNKNOWN, ChainStateName.UNKNOWN]
+    # The same records as this poll's own answer: the successor's chain is decided.
+    up = Snapshot(runs, sacct=dict(kept) | parse_sacct(_final(100002)))
+    assert derive("c", chains[2], up).state is ChainStateName.COMPLETED

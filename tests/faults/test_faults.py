@@ -451,7 +451,14 @@ async def test_accounting_outage_status_unknown_prologue_waits_then_all_right(
         outage_started = time.time()
         lab.open_gate(run_id, "acct", "lagged", 1, 1)  # link 1 fails now; link 2 starts blind
         settings = lab.settings()
+        # The baseline status read killed's end: this machine's index keeps it, and status
+        # shows it again however accounting is (an end read, not guessed), whether or not the
+        # poll had to ask sacct of lagged's jobs. A client whose index never held it (its own
+        # state folder) cannot see that end now: unknown.
         async with lab.orchestrator() as rc:
+            seen_before = await rc.status(run_id, clusters=["acct"], retry_lag=False)
+            assert chain_of(seen_before, "killed").state is ChainStateName.CANCELLED
+        async with lab.orchestrator(state_dir=lab.state / "never-saw-it") as rc:
             with capture_logs() as logs:
                 started = time.monotonic()
                 during = await rc.status(run_id, clusters=["acct"])
