@@ -17,7 +17,8 @@ from remote_chain import layout
 from remote_chain.guard import GUARD_PLACEHOLDER, UNSAFE_EXIT, trusted_bench_files
 
 WIRE_PLACEHOLDER = "__WIRE__"
-CHAINS_AWK_PLACEHOLDER = "__CHAINS_AWK__"
+# status.bash's readers of many chains, each one single-quoted program (chains.pl, chains.awk).
+PROGRAM_PLACEHOLDERS = {"__CHAINS_PL__": "chains.pl", "__CHAINS_AWK__": "chains.awk"}
 # Substituted per render, not from the map (the submit's base64 tarball).
 PER_RENDER = frozenset({"__PAYLOAD__"})
 PLACEHOLDER = re.compile(r"__[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*__")
@@ -159,13 +160,15 @@ def _rendered(name: str) -> str:
         text = text.replace(GUARD_PLACEHOLDER, _rendered("guard.bash"))
     if WIRE_PLACEHOLDER in text:  # the one wire codec of every answer (wire.py)
         text = text.replace(WIRE_PLACEHOLDER, _rendered("wire.bash"))
-    if CHAINS_AWK_PLACEHOLDER in text:  # status.bash's reader, one single-quoted awk program
-        # Its comments stay here: the program travels in every status exec.
-        lines = _rendered("chains.awk").splitlines()
-        program = "\n".join(line for line in lines if not line.lstrip().startswith("#"))
-        if "'" in program:
-            raise ValueError("chains.awk must hold no single quote: bash passes it in '...'")
-        text = text.replace(CHAINS_AWK_PLACEHOLDER, program)
+    for placeholder, source in PROGRAM_PLACEHOLDERS.items():
+        if placeholder in text:
+            # Its comments and indentation stay here: the program travels in every status
+            # exec (both programs, ~10 KB), and neither awk nor perl needs them.
+            stripped = (line.strip() for line in _rendered(source).splitlines())
+            program = "\n".join(s for s in stripped if s and not s.startswith("#"))
+            if "'" in program:
+                raise ValueError(f"{source} must hold no single quote: bash passes it in '...'")
+            text = text.replace(placeholder, program)
     subs = template_subs()
     return PLACEHOLDER.sub(lambda m: subs.get(m.group(), m.group()), text)
 

@@ -1,9 +1,11 @@
-"""Past 8 chains, the status exec reads every chain's files with one find and one awk
-(``templates/chains.awk``) instead of bash per chain (issue 13, P7). Its records must be
-rc_bench's, byte for byte: the same script runs with each reader forced, under mawk and gawk,
-and the whole outputs must be equal. A chain awk must not read (odd bytes, a big file) goes
-to rc_bench in its place; a run find does not list as plain folders and files goes to
-rc_bench whole. rc_bench's calls are logged, so each test also proves which reader ran."""
+"""Past 8 chains, the status exec reads every chain's files with one perl
+(``templates/chains.pl``), or where there is none one find and one awk
+(``templates/chains.awk``), instead of bash per chain (issue 13, P7). Their records must be
+rc_bench's, byte for byte: the same script runs with each reader forced (perl; find with mawk;
+find with gawk) and with rc_bench, and the whole outputs must be equal. A chain the fast reader
+must not read (odd bytes, a big file) goes to rc_bench in its place; a run it cannot judge
+plainly goes to rc_bench whole. rc_bench's calls are logged, and the reader not tested is
+taken away, so each test also proves which reader ran."""
 
 from __future__ import annotations
 
@@ -42,14 +44,21 @@ from remote_chain.snapshot import (
 RUN_ID = "rc-20261201T000000Z-abcdef"
 THRESHOLD = "(( ${#wanted[@]} > 8 ))"
 BENCH_FN = "rc_bench() {"
-AWKS = ("mawk", "gawk")
+READERS = ("perl", "mawk", "gawk")
+# How status.bash picks its reader: perl first, else find with awk (mawk where it is there).
+PERL_PICK = "command -v perl >"
+AWK_PICK = 'command -v "$rc_awk" >/dev/null 2>&1 && command -v find'
+NO_TOOL = "command -v rc-no-such-tool >"
 OTHER_USER = "rcuser"  # made by scripts/dev-cluster up, as tests/test_agent.py uses it
 # squeue and sacct answer nothing: the records compared here are the chains' own.
 _QUIET = "#!/bin/sh\nexit 0\n"
 
 
-def _tools(tmp: Path, awk: str) -> dict[str, str]:
-    """PATH with quiet squeue/sacct, and ``awk`` and ``mawk`` being the named implementation."""
+def _tools(tmp: Path, reader: str) -> dict[str, str]:
+    """PATH with quiet squeue/sacct, and ``awk`` and ``mawk`` being the named implementation
+    (mawk for the perl reader, whose fallback is not find and awk but rc_bench)."""
+    awk = "mawk" if reader == "perl" else reader
+    assert shutil.which("perl"), "perl is not installed (every Debian has perl-base)"
     real = shutil.which(awk)
     assert real, f"{awk} is not installed (scripts/setup installs both mawk and gawk)"
     bin_dir = tmp / f"bin-{awk}"
@@ -70,6 +79,15 @@ class _Ran:
     refused: tuple[str, ...]  # the guard's lines on stderr
     status: str  # the script's exit status, after the end marker
     called: tuple[str, ...]  # the benchmarks rc_bench read
+
+
+def _only(script: str, reader: str) -> str:
+    """The script with only READER as its fast reader: the other kind's pick never holds."""
+    assert script.count(PERL_PICK) == 1
+    assert script.count(AWK_PICK) == 1
+    if reader == "perl":
+        return script.replace(AWK_PICK, NO_TOOL + "/dev/null 2>&1 && command -v find")
+    return script.replace(PERL_PICK, NO_TOOL)
 
 
 def _run(script: str, env: dict[str, str], log: Path, *, fast: bool) -> _Ran:
@@ -95,10 +113,10 @@ def _run(script: str, env: dict[str, str], log: Path, *, fast: bool) -> _Ran:
     )
 
 
-def _both(tmp: Path, targets: list[Target], awk: str) -> tuple[_Ran, _Ran]:
+def _both(tmp: Path, targets: list[Target], reader: str) -> tuple[_Ran, _Ran]:
     """Both readers' runs, which must send the same bytes and refuse the same paths."""
-    env = _tools(tmp, awk)
-    script = render_status_script(targets)
+    env = _tools(tmp, reader)
+    script = _only(render_status_script(targets), reader)
     log = tmp / "bench.log"
     fast = _run(script, env, log, fast=True)
     slow = _run(script, env, log, fast=False)
@@ -153,15 +171,18 @@ ODD: dict[str, dict[str, bytes]] = {
 }
 
 
-@pytest.mark.parametrize("awk", AWKS)
-def test_awk_reads_the_plain_chains_as_rc_bench_does(tmp_path: Path, awk: str) -> None:
-    """Plain chains are awk's, odd ones rc_bench's in their place; the bytes are the same."""
+@pytest.mark.parametrize("reader", READERS)
+def test_the_fast_reader_reads_the_plain_chains_as_rc_bench_does(
+    tmp_path: Path, reader: str
+) -> None:
+    """Plain chains are the fast reader's, odd ones rc_bench's in their place; the bytes are
+    the same."""
     run_dir = tmp_path / RUN_ID / "c1"
     for name, files in {**SHAPES, **ODD}.items():
         _chain(run_dir, name, files)
     _chain(run_dir, "nojob", PLAIN, job=False)  # listed without job.sh: not a chain
     (run_dir / "files" / "sub").mkdir(parents=True)  # the uploads' folder is no chain
-    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], awk)
+    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], reader)
     assert sorted(fast.called) == sorted(ODD)
     assert sorted(slow.called) == sorted([*SHAPES, *ODD])
     snap = parse_status_output(fast.payload + "DONE\n", [Target(RUN_ID, str(run_dir))])
@@ -171,8 +192,10 @@ def test_awk_reads_the_plain_chains_as_rc_bench_does(tmp_path: Path, awk: str) -
     assert chains["cancelled"].cancel_marker
 
 
-@pytest.mark.parametrize("awk", AWKS)
-def test_named_benchmarks_keep_their_order_and_the_missing_ones(tmp_path: Path, awk: str) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_named_benchmarks_keep_their_order_and_the_missing_ones(
+    tmp_path: Path, reader: str
+) -> None:
     """Benchmarks named (``--benchmark``) come in the order asked; one that is not there is
     NOBENCH from either reader."""
     run_dir = tmp_path / RUN_ID / "c1"
@@ -180,14 +203,17 @@ def test_named_benchmarks_keep_their_order_and_the_missing_ones(tmp_path: Path, 
     for name in names:
         _chain(run_dir, name, PLAIN)
     asked = ("b11", "gone", *names[:10])
-    fast, _ = _both(tmp_path, [Target(RUN_ID, str(run_dir), asked)], awk)
+    fast, _ = _both(tmp_path, [Target(RUN_ID, str(run_dir), asked)], reader)
     assert fast.called == ()
     snap = parse_status_output(fast.payload + "DONE\n", [Target(RUN_ID, str(run_dir), asked)])
     assert [c.benchmark for c in snap.runs[0].chains] == [b for b in asked if b != "gone"]
     assert snap.runs[0].missing == ("gone",)
 
 
-def test_a_run_find_does_not_list_plainly_is_read_by_rc_bench_whole(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_a_run_find_does_not_list_plainly_is_read_by_rc_bench_whole(
+    tmp_path: Path, reader: str
+) -> None:
     """A folder where a chain's file should be (which the guard lets pass: it is a folder of
     ours) is not for awk: every chain of the run goes to rc_bench."""
     run_dir = tmp_path / RUN_ID / "c1"
@@ -195,14 +221,15 @@ def test_a_run_find_does_not_list_plainly_is_read_by_rc_bench_whole(tmp_path: Pa
     for name in names:
         _chain(run_dir, name, PLAIN)
     (run_dir / "b03" / EXIT_FILE).mkdir()
-    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "mawk")
+    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], reader)
     assert list(fast.called) == list(slow.called) == names
 
 
 # (A newline in a folder's name stops the exec earlier, at the guard, which reads stat's lines.)
 @pytest.mark.parametrize("odd_name", ["has space", "tab\there", "caf\u00e9"])
+@pytest.mark.parametrize("reader", READERS)
 def test_a_folder_named_outside_the_benchmark_names_sends_the_run_to_rc_bench(
-    tmp_path: Path, odd_name: str
+    tmp_path: Path, odd_name: str, reader: str
 ) -> None:
     """A folder made by hand with a name no benchmark has (a space, a tab, not ASCII) is
     listed as bash lists it, and the whole run is read by rc_bench, which escapes the name as
@@ -211,7 +238,7 @@ def test_a_folder_named_outside_the_benchmark_names_sends_the_run_to_rc_bench(
     names = [f"b{i:02d}" for i in range(10)]
     for name in [*names, odd_name]:
         _chain(run_dir, name, PLAIN)
-    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "gawk")
+    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], reader)
     assert fast.called == slow.called
     assert sorted(fast.called) == sorted([*names, odd_name])
     snap = parse_status_output(fast.payload + "DONE\n", [Target(RUN_ID, str(run_dir))])
@@ -253,8 +280,9 @@ GUARDED: dict[str, tuple[str, Callable[[Path], object]]] = {
 @pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root (CI runs as root)")
 @pytest.mark.parametrize("case", sorted(GUARDED))
 @pytest.mark.parametrize("named", [False, True], ids=["every-chain", "named"])
+@pytest.mark.parametrize("reader", READERS)
 def test_the_guard_refuses_the_same_paths_before_either_reader_reads(
-    tmp_path: Path, case: str, named: bool
+    tmp_path: Path, case: str, named: bool, reader: str
 ) -> None:
     """Each path the guard checks, made unsafe: the exec stops before any record of a chain,
     naming that path, with the fast reader as with rc_guard_bench, whether the benchmarks
@@ -266,7 +294,7 @@ def test_the_guard_refuses_the_same_paths_before_either_reader_reads(
     path, make = GUARDED[case]
     make(run_dir)
     asked = (*(["elsewhere"] if path == "elsewhere" else []), *names) if named else ()
-    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir), asked)], "mawk")
+    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir), asked)], reader)
     assert fast.called == slow.called == ()
     assert "BENCH" not in fast.payload
     assert fast.status == str(UNSAFE_EXIT), fast
@@ -274,7 +302,10 @@ def test_the_guard_refuses_the_same_paths_before_either_reader_reads(
     assert f"{run_dir}/{path} " in line, line
 
 
-def test_the_run_folders_other_entries_are_no_chains_for_either_reader(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_the_run_folders_other_entries_are_no_chains_for_either_reader(
+    tmp_path: Path, reader: str
+) -> None:
     """The run folder's own files, a hidden folder, a folder without a job script, the
     uploads' folder: no chain, from the names (chains.awk) as from the folders' glob; a file
     others may write there (which only a stat tells from a folder) is no chain either: the
@@ -290,14 +321,17 @@ def test_the_run_folders_other_entries_are_no_chains_for_either_reader(tmp_path:
     (run_dir / "notes.txt").write_text("mine\n")
     (run_dir / "shared.txt").write_text("ours\n")
     (run_dir / "shared.txt").chmod(0o666)
-    fast, _ = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "mawk")
+    fast, _ = _both(tmp_path, [Target(RUN_ID, str(run_dir))], reader)
     assert fast.refused == ()
     assert fast.called == ()  # chains.awk read them all
     snap = parse_status_output(fast.payload + "DONE\n", [Target(RUN_ID, str(run_dir))])
     assert [c.benchmark for c in snap.runs[0].chains] == names
 
 
-def test_what_the_guard_does_not_check_does_not_stop_the_fast_reader(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_what_the_guard_does_not_check_does_not_stop_the_fast_reader(
+    tmp_path: Path, reader: str
+) -> None:
     """A folder that is no chain (no job script) others may write, and the runner's own
     group-writable files in a chain, are not the guard's: the run is read as usual."""
     run_dir = tmp_path / RUN_ID / "c1"
@@ -309,13 +343,16 @@ def test_what_the_guard_does_not_check_does_not_stop_the_fast_reader(tmp_path: P
     (run_dir / "b01" / "output.txt").write_text("x")
     (run_dir / "b01" / "output.txt").chmod(0o666)
     (run_dir / "b01" / "artifacts").chmod(0o777)
-    fast, _ = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "gawk")
+    fast, _ = _both(tmp_path, [Target(RUN_ID, str(run_dir))], reader)
     assert fast.called == ()
     assert fast.refused == ()
     assert fast.payload.count("BENCH\t") == len(names)
 
 
-def test_an_odd_file_the_guard_does_not_check_sends_the_run_to_rc_bench(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_an_odd_file_the_guard_does_not_check_sends_the_run_to_rc_bench(
+    tmp_path: Path, reader: str
+) -> None:
     """The exit file (read, not guarded) as a symlink: not awk's to judge; rc_bench reads it
     through the link, as it always did."""
     run_dir = tmp_path / RUN_ID / "c1"
@@ -324,7 +361,7 @@ def test_an_odd_file_the_guard_does_not_check_sends_the_run_to_rc_bench(tmp_path
         _chain(run_dir, name, PLAIN)
     (tmp_path / "exit").write_text("0\n")
     (run_dir / "b04" / EXIT_FILE).symlink_to(tmp_path / "exit")
-    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], "mawk")
+    fast, slow = _both(tmp_path, [Target(RUN_ID, str(run_dir))], reader)
     assert list(fast.called) == list(slow.called) == names
     assert "exit\tok\t0\\n" in fast.payload
 
@@ -335,6 +372,7 @@ _CONTENT = st.binary(max_size=40) | st.lists(
 ).map(b"".join)
 
 
+@pytest.mark.parametrize("reader", READERS)
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -352,17 +390,18 @@ _CONTENT = st.binary(max_size=40) | st.lists(
     )
 )
 def test_any_files_give_the_same_bytes_from_either_reader(
-    tmp_path_factory: pytest.TempPathFactory, contents: list[dict[str, bytes]]
+    tmp_path_factory: pytest.TempPathFactory, contents: list[dict[str, bytes]], reader: str
 ) -> None:
     """Whatever the chains' files hold, both readers send the same records."""
     tmp = tmp_path_factory.mktemp("any")
     run_dir = tmp / RUN_ID / "c1"
     for i, files in enumerate(contents):
         _chain(run_dir, f"c{i:02d}", files)
-    _both(tmp, [Target(RUN_ID, str(run_dir))], "mawk")
+    _both(tmp, [Target(RUN_ID, str(run_dir))], reader)
 
 
-def test_a_runners_own_files_are_never_stat_ed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_a_runners_own_files_are_never_stat_ed(tmp_path: Path, reader: str) -> None:
     """A runner may keep thousands of files in its working folder (the benchmark folder);
     the reader's listing names them (readdir) but stats only the files it trusts or reads:
     on Lustre or GPFS each stat is a metadata server's round trip, every poll. Counted with
@@ -375,8 +414,8 @@ def test_a_runners_own_files_are_never_stat_ed(tmp_path: Path) -> None:
         for j in range(300):
             (run_dir / f"b{i:02d}" / f"shard{j:04d}.bin").write_bytes(b"x")
             runner_files += 1
-    env = _tools(tmp_path, "mawk")
-    script = render_status_script([Target(RUN_ID, str(run_dir))])
+    env = _tools(tmp_path, reader)
+    script = _only(render_status_script([Target(RUN_ID, str(run_dir))]), reader)
     wrapped, _ = wrap(script)
     counts = tmp_path / "syscalls"
     proc = subprocess.run(
@@ -391,3 +430,31 @@ def test_a_runners_own_files_are_never_stat_ed(tmp_path: Path) -> None:
     total = counts.read_text().splitlines()[-1].split()
     assert total[-1] == "total", counts.read_text()
     assert int(total[3]) < runner_files // 4, counts.read_text()
+
+
+def test_the_perl_reader_is_clean_under_strict_and_warnings(tmp_path: Path) -> None:
+    """The program runs without ``use strict`` and ``warnings`` (each costs a start a module
+    load) and with its stderr dropped: run here with both, over every shape and odd file, it
+    must say nothing on stderr (an undeclared name, a use of undef) and read every chain."""
+    run_dir = tmp_path / RUN_ID / "c1"
+    for name, files in {**SHAPES, **ODD}.items():
+        _chain(run_dir, name, files)
+    script = render_status_script([Target(RUN_ID, str(run_dir))])
+    head = "command perl -C0 -e '"
+    start = script.index(head) + len(head)
+    program = script[start : script.index("'", start)]
+    names = sorted([*SHAPES, *ODD, "gone"])
+    proc = subprocess.run(
+        ["perl", "-Mstrict", "-Mwarnings", "-e", program],
+        input=b"".join(f"W\t{n}\0".encode() for n in names) + b"END\0",
+        capture_output=True,
+        env={**os.environ, "RC_AWK_RUN": "0", "RC_AWK_RUN_ID": RUN_ID, "RC_AWK_DIR": str(run_dir)},
+        check=True,
+    )
+    assert proc.stderr == b""
+    lines = proc.stdout.decode().splitlines()
+    assert lines[0].startswith(f"OK {len(names)} "), lines[:3]
+    assert sorted(line.split("\t")[1] for line in lines if line.startswith("DEFER\t")) == sorted(
+        ODD
+    )
+    assert "NOBENCH\t0\tgone" in lines

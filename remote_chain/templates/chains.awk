@@ -1,5 +1,6 @@
 # chains.awk: the status exec's guard and reader of every chain in one process (status.bash,
-# rc_read_run). bash spent ~0.15 ms of CPU per chain on the login node guarding and reading
+# rc_read_run) on a login node without perl (chains.pl, which answers the same, is the first
+# choice). bash spent ~0.15 ms of CPU per chain on the login node guarding and reading
 # them itself: 1.5 s for a 10,000-chain poll, most of what it cost (issue 13, P7).
 #   - The guard first: from find's listing, the paths rc_guard_bench would check (each
 #     benchmark folder asked, each trusted file in it) that are not ours, are writable by

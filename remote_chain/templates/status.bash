@@ -82,15 +82,16 @@ rc_bench() {  # BENCH: one chain's records (BENCH, FILE, NOBENCH, UNREADABLE); i
   fi
 }
 # rc_read_run: the records of every chain in wanted (of run RC_I, folder dir), each folder and
-# file remote-chain trusts in them guarded first. Past 8 chains of a Slurm run, one find lists
-# the run folder two levels deep, and one awk (chains.awk) takes from it what the guard takes
-# from its own find (every trusted path that is not ours, writable by group or others, or not
-# a plain folder or file), then reads every plain chain: ~0.05 ms a chain where rc_guard_bench
-# and rc_bench cost ~0.15 ms (issue 13, P7). A path it finds suspect goes to rc_guard, which
-# refuses it as always (or, changed meanwhile, sends the run the careful way). Records go out
-# in wanted's order, a deferred chain's from rc_bench in its place; anything unexpected (no
-# awk or find, a fallback, output cut short) and the run is rc_guard_bench's and rc_bench's.
-# The listing's records end in NUL: no file name can forge one.
+# file remote-chain trusts in them guarded first. Past 8 chains of a Slurm run, one process
+# reads them all: perl (chains.pl) where it is there, else one find listing the run folder two
+# levels deep and one awk (chains.awk) taking from it what the guard takes from its own find
+# (every trusted path that is not ours, writable by group or others, or not a plain folder or
+# file), then reading every plain chain. ~0.035 ms a chain with perl, ~0.08 with find and awk,
+# where rc_guard_bench and rc_bench cost ~0.15 ms (issue 13, P7). A path either finds suspect
+# goes to rc_guard, which refuses it as always (or, changed meanwhile, sends the run the careful
+# way). Records go out in wanted's order, a deferred chain's from rc_bench in its place;
+# anything unexpected (neither reader there, a fallback, output cut short) and the run is
+# rc_guard_bench's and rc_bench's. Their input's records end in NUL: no file name can forge one.
 rc_folders() {  # wanted: the benchmark folders of dir, those with a job.sh and those we may
   # not look into (named, for the reader to say so); the careful way, a stat or two each
   local d
@@ -104,7 +105,14 @@ rc_read_run() {  # with rc_all, wanted holds the run folder's names: chains.awk 
   # keeps the benchmark folders
   local fast=() head nrec nname nid i rc_out tag=W
   (( rc_all )) && tag=C
-  if (( ${#wanted[@]} > 8 )) && [[ $RC_EXECUTOR == slurm ]] &&
+  if (( ${#wanted[@]} > 8 )) && [[ $RC_EXECUTOR == slurm ]] && command -v perl >/dev/null 2>&1; then
+    # Bytes in, bytes out, whatever the login shell exports: PERL5OPT could load modules or
+    # the debugger, PERLIO and PERL_UNICODE (-C0 wins over it) change the layers.
+    rc_out=$({ printf "$tag"'\t%s\0' "${wanted[@]}"; printf 'END\0'; } |
+      RC_AWK_RUN=$RC_I RC_AWK_RUN_ID=${RC_RUN_IDS[$RC_I]} RC_AWK_DIR=$dir PERL5OPT='' PERLIO='' \
+        command perl -C0 -e '__CHAINS_PL__' 2>/dev/null)
+    rc_lines "$rc_out"$'\n'; fast=("${rc_line_list[@]}")
+  elif (( ${#wanted[@]} > 8 )) && [[ $RC_EXECUTOR == slurm ]] &&
     command -v "$rc_awk" >/dev/null 2>&1 && command -v find >/dev/null 2>&1; then
     # Read as one command substitution, not mapfile from a pipe: bash reads a pipe a byte a
     # system call (75,000 of them for 1,000 chains' records), a substitution 4 KB at a time.
@@ -170,7 +178,7 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
   rc_all=0
   if (( ${#wanted[@]} == 0 )); then
     # Every benchmark of the run: first the folder's names, sorted, which a glob lists without
-    # a stat (`*/` stats each entry, and `-e` each job.sh: ~10 ms for 1,000 chains). chains.awk
+    # a stat (`*/` stats each entry, and `-e` each job.sh: ~10 ms for 1,000 chains). The reader
     # keeps the folders from find's listing, or rc_folders does (issue 13, P7).
     wanted=("$dir"/*); wanted=("${wanted[@]##*/}") rc_all=1
   fi
