@@ -163,4 +163,14 @@ for my $b (@want) {
 
 if ($bad ne "") { print "FALLBACK\t$bad\n"; exit 0 }
 if (@sus) { print join("\n", "SUSPECT", @sus), "\n"; exit 0 }
+# With no chain deferred, the records go straight to the exec's answer (descriptor 3, which
+# status.bash opens on it), and bash takes only the job names and ids ("SENT" last: it
+# reads nothing as sent unless all of it was): bash split and wrote 1,000 chains' records
+# again, ~8 ms of a 1,000-chain exec.
+if (@out && !grep({ index($_, "DEFER\t") == 0 } @out) && open(my $answer, ">&=", 3)) {
+  if ((print $answer join("\n", @out), "\n") && close $answer) {
+    print join("\n", @names, @ids, "SENT " . @out . " " . @names . " " . @ids), "\n";
+    exit 0;
+  }
+}
 print join("\n", "OK " . @out . " " . @names . " " . @ids, @out, @names, @ids), "\n";

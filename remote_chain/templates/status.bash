@@ -108,10 +108,23 @@ rc_read_run() {  # with rc_all, wanted holds the run folder's names: chains.awk 
   if (( ${#wanted[@]} > 8 )) && [[ $RC_EXECUTOR == slurm ]] && command -v perl >/dev/null 2>&1; then
     # Bytes in, bytes out, whatever the login shell exports: PERL5OPT could load modules or
     # the debugger, PERLIO and PERL_UNICODE (-C0 wins over it) change the layers.
-    rc_out=$({ printf "$tag"'\t%s\0' "${wanted[@]}"; printf 'END\0'; } |
-      RC_AWK_RUN=$RC_I RC_AWK_RUN_ID=${RC_RUN_IDS[$RC_I]} RC_AWK_DIR=$dir PERL5OPT='' PERLIO='' \
-        command perl -C0 -e '__CHAINS_PL__' 2>/dev/null)
+    # Its records may go straight out on descriptor 3: what is buffered leaves first.
+    rc_flush
+    { rc_out=$({ printf "$tag"'\t%s\0' "${wanted[@]}"; printf 'END\0'; } |
+        RC_AWK_RUN=$RC_I RC_AWK_RUN_ID=${RC_RUN_IDS[$RC_I]} RC_AWK_DIR=$dir PERL5OPT='' PERLIO='' \
+          command perl -C0 -e '__CHAINS_PL__' 2>/dev/null); } 3>&1
     rc_lines "$rc_out"$'\n'; fast=("${rc_line_list[@]}")
+    head=${fast[${#fast[@]} - 1]}  # (no [-1]: bash 4.2 of RHEL 7 has no negative index)
+    if [[ $head == "SENT "* ]]; then  # the records went out: here are the names and ids
+      read -r head nrec nname nid <<< "$head"
+      if (( ${#fast[@]} == 1 + nname + nid )); then
+        names+=("${fast[@]:0:nname}"); ids+=("${fast[@]:nname:nid}")
+        return
+      fi
+      # Never (perl counted them): read the run again the careful way; a record sent twice
+      # is one chain to the client (parse_status_output keeps the last).
+      fast=()
+    fi
   elif (( ${#wanted[@]} > 8 )) && [[ $RC_EXECUTOR == slurm ]] &&
     command -v "$rc_awk" >/dev/null 2>&1 && command -v find >/dev/null 2>&1; then
     # Read as one command substitution, not mapfile from a pipe: bash reads a pipe a byte a
