@@ -458,3 +458,31 @@ def test_the_perl_reader_is_clean_under_strict_and_warnings(tmp_path: Path) -> N
         ODD
     )
     assert "NOBENCH\t0\tgone" in lines
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root (CI runs as root)")
+@pytest.mark.parametrize("reader", READERS)
+def test_no_chain_file_is_opened_before_every_guarded_path_passed(
+    tmp_path: Path, reader: str
+) -> None:
+    """The guard judges every chain asked before the reader opens any file of the run: with
+    the last chain's state file another user's, no chain's file is opened at all (strace)."""
+    assert shutil.which("strace"), "strace is not installed (scripts/setup installs it)"
+    run_dir = tmp_path / RUN_ID / "c1"
+    for i in range(10):
+        _chain(run_dir, f"b{i:02d}", {**PLAIN, CHAIN_FILE: b"101\n"})
+    _others(run_dir / "b09" / CHAIN_FILE)
+    env = _tools(tmp_path, reader)
+    script = _only(render_status_script([Target(RUN_ID, str(run_dir))]), reader)
+    wrapped, _ = wrap(script)
+    trace = tmp_path / "opens"
+    proc = subprocess.run(
+        ["strace", "-f", "-o", str(trace), "-e", "trace=open,openat", "bash", "-s"],
+        input=wrapped.encode(),
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    assert f"{run_dir}/b09/{CHAIN_FILE} is owned by" in proc.stderr.decode()
+    opened = [line for line in trace.read_text().splitlines() if FIRST_JOB_FILE in line]
+    assert opened == []

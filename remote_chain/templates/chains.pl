@@ -109,14 +109,17 @@ sub slurp {
   return $t;
 }
 
-my (@out, @names, @ids);
+# The guard first, over every chain asked: no file of the run is read before each path it
+# checks has passed (as with find and awk). A chain that is not a plain folder we may enter
+# has its record already; the others their readable files' sizes.
+my @plan;
 for my $b (@want) {
   last if $bad ne "";
   if ($b !~ $NAME || $b eq "." || $b eq "..") { $bad = "a name"; last }
   my ($class, $order, $in) = @{scan($b)};
   if ($class eq "L" || $class eq "S") { push @sus, "$dir/$b"; next }
   if ($class ne "D") {
-    push @out, ($class eq "U" ? "UNREADABLE" : "NOBENCH") . "\t$run\t$b";
+    push @plan, [$b, ($class eq "U" ? "UNREADABLE" : "NOBENCH") . "\t$run\t$b"];
     next;
   }
   my (%size, %unread);
@@ -130,14 +133,21 @@ for my $b (@want) {
       if ($c eq "F") { $size{$f} = $size } else { $unread{$f} = 1 }
     }
   }
-  next if @sus || $bad ne "";
-  my $rec = "BENCH\t$run\t$b\t" . (exists $size{q{__CANCEL__}} || $unread{q{__CANCEL__}} ? 1 : 0);
+  push @plan, [$b, "", \%size, \%unread];
+}
+@plan = () if @sus || $bad ne "";
+
+my (@out, @names, @ids);
+for my $p (@plan) {
+  my ($b, $done, $size, $unread) = @$p;
+  if ($done) { push @out, $done; next }
+  my $rec = "BENCH\t$run\t$b\t" . (exists $size->{q{__CANCEL__}} || $unread->{q{__CANCEL__}} ? 1 : 0);
   my (%text, $defer);
   for my $k (@kinds) {
     my ($kind, $f) = @$k;
-    if ($unread{$f}) { $rec .= "\t$kind\tunreadable\t"; next }
-    next unless exists $size{$f};
-    my $t = slurp("$b/$f", $size{$f});
+    if ($unread->{$f}) { $rec .= "\t$kind\tunreadable\t"; next }
+    next unless exists $size->{$f};
+    my $t = slurp("$b/$f", $size->{$f});
     if (!defined $t) { $defer = 1; last }
     $text{$kind} = $t;
     (my $escaped = $t) =~ s/\n/\\n/g;
