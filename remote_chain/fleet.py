@@ -153,10 +153,11 @@ class Fleet(ClosingContext):
                 folder = run_dir(self.profile(c), run_id)
                 known = entry.clusters.get(c) if entry is not None else None
                 # What the index knows of the same folder only (a profile's workdir changed).
-                final = ""
                 if entry is not None and known is not None and known.run_dir == folder:
                     final = entry.final_of(c, wanted, now)
-                out[c] = Target(run_id, folder, wanted, final)
+                    out[c] = Target(run_id, folder, wanted, final, known.time_limits)
+                else:
+                    out[c] = Target(run_id, folder, wanted)
             return out
         if entry is None:
             raise ConfigError(
@@ -166,7 +167,9 @@ class Fleet(ClosingContext):
                 field="RUN_ID",
             )
         return {
-            name: Target(run_id, c.run_dir, wanted, entry.final_of(name, wanted, now))
+            name: Target(
+                run_id, c.run_dir, wanted, entry.final_of(name, wanted, now), c.time_limits
+            )
             for name, c in entry.clusters.items()
         }
 

@@ -40,6 +40,11 @@ class IndexedCluster:
     run_dir: str
     benchmarks: tuple[str, ...]
     executor: Executor = "slurm"
+    # Each link's walltime by benchmark (layout.compact_limits), as submit recorded it: status
+    # then need not fetch the run record, which holds them for every chain (~255 KB per 1,000
+    # chains, gzipped, base64-ed and parsed on every poll: issue 13, P7). None for entries of
+    # before the field, or hand-edited past reading: the record is read as before.
+    time_limits: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,7 @@ class IndexedRun:
                     "run_dir": c.run_dir,
                     "benchmarks": list(c.benchmarks),
                     "executor": c.executor,
+                    **({} if c.time_limits is None else {"time_limits": dict(c.time_limits)}),
                 }
                 for name, c in self.clusters.items()
             },
@@ -112,6 +118,7 @@ class IndexedRun:
                         tuple(str(b) for b in c.get("benchmarks", []) or []),
                         # A closed set: anything but "shell" is an entry of before the field.
                         "shell" if c.get("executor") == "shell" else "slurm",
+                        _limits(c.get("time_limits")),
                     )
         states_raw = data.get("states")
         states = (
@@ -127,6 +134,16 @@ class IndexedRun:
             final,
             final_read,
         )
+
+
+def _limits(raw: object) -> dict[str, int] | None:
+    """An entry's time_limits, or None (read the run record instead) unless every value is a
+    positive whole number: a hand edit never shows a wrong limit, only costs the record."""
+    if not isinstance(raw, dict):
+        return None
+    limits = {str(k): v for k, v in raw.items()}
+    ok = all(type(v) is int and v > 0 for v in limits.values())
+    return limits if ok else None
 
 
 def _str_dict(raw: object) -> dict[str, str]:

@@ -209,6 +209,26 @@ def time_limits(text: str | None) -> dict[str, int]:
     return limits
 
 
+# The key of ``compact_limits`` that stands for every benchmark not named (no benchmark's
+# name: NAME_RE has no "*").
+EVERY = "*"
+
+
+def compact_limits(limits: Mapping[str, int | None]) -> dict[str, int]:
+    """Benchmark -> each link's walltime, as the local index keeps it: ``{"*": s}`` when every
+    benchmark has the same one (the common case: 10,000 chains in a few bytes), else each
+    benchmark that has one. ``limit_of`` reads it back."""
+    values = set(limits.values())
+    if len(values) == 1 and (only := values.pop()) is not None and only > 0:
+        return {EVERY: only}
+    return {b: s for b, s in limits.items() if s is not None and s > 0}
+
+
+def limit_of(limits: Mapping[str, int], benchmark: str) -> int | None:
+    """A benchmark's walltime from ``time_limits`` or ``compact_limits``; None without one."""
+    return limits.get(benchmark, limits.get(EVERY))
+
+
 def with_resume(text: str | None, entry: Mapping[str, object]) -> str | None:
     """The record text with one more ``resumes`` entry; every other field kept as written (a
     newer schema's too); None when the text is not a record object."""

@@ -32,6 +32,7 @@ from remote_chain.errors import (
 from remote_chain.fleet import Fleet
 from remote_chain.index import IndexedCluster, IndexedRun
 from remote_chain.jobscripts import RENDER_RUN_ID
+from remote_chain.layout import compact_limits
 from remote_chain.outcomes import (
     cancel_entries,
     per_run,
@@ -138,7 +139,13 @@ class Orchestrator(Fleet):
             subs = tuple(s for p in profiles for s in planned(p.name, bundles[p.name]))
             return SubmitResult(run_id, subs, dry_run=True, bundles=tuple(bundles.values()))
         entry = {
-            p.name: IndexedCluster(run_dir(p, run_id), tuple(names), p.executor) for p in profiles
+            p.name: IndexedCluster(
+                run_dir(p, run_id),
+                tuple(names),
+                p.executor,
+                compact_limits({c.benchmark: c.time_limit_s for c in bundles[p.name].chains}),
+            )
+            for p in profiles
         }
         remember(self.index, IndexedRun(run_id, created.isoformat(), entry))
         log.info("run_submitting", run_id=run_id, clusters=[p.name for p in profiles])

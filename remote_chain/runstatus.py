@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remote_chain.chainstatus import ChainStatus, derive
-from remote_chain.layout import time_limits
+from remote_chain.layout import limit_of, time_limits
 from remote_chain.models import ChainStateName, Executor
 from remote_chain.snapshot import Snapshot
 
@@ -19,14 +19,14 @@ def statuses(cluster: str, snap: Snapshot, executor: Executor) -> list[ChainStat
     """Every chain of one status exec, as derived from what it read (chainstatus.derive)."""
     out = []
     for run in snap.runs:
-        limits = time_limits(run.record)
+        limits = time_limits(run.record) if run.time_limits is None else run.time_limits
         out += [
             derive(
                 cluster,
                 files,
                 snap,
                 executor=executor,
-                time_limit_s=limits.get(files.benchmark),
+                time_limit_s=limit_of(limits, files.benchmark),
             )
             for files in run.chains
         ]

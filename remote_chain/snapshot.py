@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
@@ -37,6 +37,10 @@ class Target:
     # sacct's final lines (chainstatus.final_lines) of the run's jobs, from the local index:
     # not asked again unless squeue shows the job (parse_status_output puts them back).
     final: str = ""
+    # Each link's walltime by benchmark (layout.compact_limits), from the local index: the
+    # exec then does not send the run record, which status reads for nothing else. None: it
+    # does, and they are read from it (layout.time_limits).
+    time_limits: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ class RunFiles:
     chains: tuple[ChainFiles, ...]
     missing: tuple[str, ...] = ()  # benchmarks asked for that the run does not have
     unreadable: tuple[str, ...] = ()  # benchmark folders we may not read (permissions)
+    time_limits: Mapping[str, int] | None = None  # Target.time_limits: the record not sent
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,8 @@ def render_status_script(targets: Sequence[Target], *, executor: Executor = "slu
         "RC_RUN_DIRS=(" + " ".join(shlex.quote(t.run_dir) for t in targets) + ")",
         "RC_RUN_IDS=(" + " ".join(shlex.quote(t.run_id) for t in targets) + ")",
         "RC_BENCHES=(" + " ".join(shlex.quote(" ".join(t.benchmarks)) for t in targets) + ")",
+        # 0: the client has what it reads from the run record (Target.time_limits).
+        "RC_RECORDS=(" + " ".join("1" if t.time_limits is None else "0" for t in targets) + ")",
         # Only ids parse_sacct accepts (JOB_ID_RE) leave the index for the script.
         "RC_FINAL_IDS=(" + " ".join(shlex.quote(i) for i in _final(targets)) + ")",
     ]
@@ -184,6 +191,7 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
                 chains,
                 tuple(missing.get(i, ())),
                 tuple(unreadable.get(i, ())),
+                target.time_limits,
             )
         )
     squeue = parse_squeue(squeue_text) if squeue_ok else {}

@@ -235,6 +235,12 @@ def test_status_logs_resume_cancel_read_a_version_1_run_folder(
     assert record.pop("schema_version") == 2
     record["chains"][0]["time_limit_s"] = 3600
     record_path.write_text(json.dumps(record) + "\n")  # the version-1 writer's shape
+    # ... and its local index, which kept no time limits (status reads them from the record).
+    entry_path = world.tmp / "state" / "remote-chain" / "runs" / f"{run_id}.json"
+    entry = json.loads(entry_path.read_text())
+    for cluster in entry["clusters"].values():
+        assert cluster.pop("time_limits") == {}  # this release's: no chain has a --time
+    entry_path.write_text(json.dumps(entry))
     v1 = layout.parse_record(record_path.read_text())
     assert v1 is not None
     assert v1.schema_version == 1

@@ -182,7 +182,9 @@ for RC_I in "${!RC_RUN_DIRS[@]}"; do
   # Nothing of a run is read before the run is known to be ours (issue 14.1).
   rc_guard "${dir%/*}" "$dir" "$dir/__RECORD__" "$dir/__SINCE__"
   since=""; [[ -r $dir/__SINCE__ ]] && IFS= read -r -d '' -N 4096 since < "$dir/__SINCE__"
-  rc_emit_gz RUN "$RC_I" 1 "$since" "$dir/__RECORD__"
+  # The run record only when the client has not what status reads from it (RC_RECORDS).
+  if (( ${RC_RECORDS[$RC_I]:-1} )); then rc_emit_gz RUN "$RC_I" 1 "$since" "$dir/__RECORD__"
+  else rc_emit RUN "$RC_I" 1 "$since" ""; fi
   if [[ -r $dir/__SINCE__ ]]; then  # its first 40 characters, trailing newlines dropped
     start=${since:0:40}; while [[ $start == *$'\n' ]]; do start=${start%$'\n'}; done
     starts+=("$start")
