@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remote_chain.models import JobId, SlurmState
+from remote_chain.models import JOB_ID_RE, JobId, SlurmState
 from remote_chain.sacct import (
     SACCT_FIELDS,
     QueuedJob,
@@ -108,3 +108,14 @@ def test_parsers_never_raise(text: str) -> None:
     parse_squeue(text)
     parse_sbatch_parsable(text)
     assert isinstance(parse_state(text)[0], SlurmState)
+
+
+@given(st.text(alphabet=st.sampled_from("0123456789_+ x\u0663\u00b2"), max_size=8))
+def test_squeue_takes_exactly_the_job_ids_sacct_takes(job_id: str) -> None:
+    """parse_squeue's shortcut for plain ids accepts what JOB_ID_RE accepts, and only that
+    (not "٣" or "²", which str.isdigit calls digits)."""
+    line = f"{job_id}|PENDING|None|N/A|0:00|/w|n"
+    assert (JobId(job_id) in parse_squeue(line)) == bool(JOB_ID_RE.match(job_id))
+    assert (JobId(job_id) in parse_sacct(f"{job_id}|FAILED|1|1:0|None|x|y")) == bool(
+        JOB_ID_RE.match(job_id)
+    )
