@@ -140,24 +140,29 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
     sacct_text, sacct_ok, squeue_text, squeue_ok = "", True, "", True
     live: set[str] = set()
     for parts in decode(text):
-        kind = parts[0]
-        if len(parts) < 2 or (kind in {"RUN", "BENCH", "FILE"} and not parts[1].isdigit()):
+        kind, size = parts[0], len(parts)
+        if size < 2 or (kind in {"RUN", "BENCH", "FILE"} and not parts[1].isdigit()):
             continue
-        if kind == "RUN" and len(parts) >= 3:
-            created = parts[3].strip() or None if len(parts) > 3 else None
-            record = parts[4] or None if len(parts) > 4 else None
-            runs[int(parts[1])] = _Run(parts[2] == "1", record, created)
-        elif kind == "NOBENCH" and len(parts) == 3 and parts[1].isdigit():
-            missing.setdefault(int(parts[1]), []).append(parts[2])
-        elif kind == "UNREADABLE" and len(parts) == 3 and parts[1].isdigit():
-            unreadable.setdefault(int(parts[1]), []).append(parts[2])
-        elif kind == "BENCH" and len(parts) >= 4 and len(parts) % 3 == 1:
+        # BENCH first: all but a few of a poll's records, one a chain (issue 13, P7).
+        if kind == "BENCH" and size >= 4 and size % 3 == 1:
             # BENCH i bench marker, then KIND STATUS CONTENT for each file that exists.
-            files = {
-                parts[k]: FileRead(parts[k + 1], parts[k + 2] if parts[k + 1] == "ok" else "")
-                for k in range(4, len(parts), 3)
-            }
+            if size == 7:  # a held or queued chain: its first-job file alone
+                status = parts[5]
+                files = {parts[4]: FileRead(status, parts[6] if status == "ok" else "")}
+            else:
+                files = {
+                    parts[k]: FileRead(parts[k + 1], parts[k + 2] if parts[k + 1] == "ok" else "")
+                    for k in range(4, size, 3)
+                }
             benches[(int(parts[1]), parts[2])] = _Bench(parts[3] == "1", files)
+        elif kind == "RUN" and size >= 3:
+            created = parts[3].strip() or None if size > 3 else None
+            record = parts[4] or None if size > 4 else None
+            runs[int(parts[1])] = _Run(parts[2] == "1", record, created)
+        elif kind == "NOBENCH" and size == 3 and parts[1].isdigit():
+            missing.setdefault(int(parts[1]), []).append(parts[2])
+        elif kind == "UNREADABLE" and size == 3 and parts[1].isdigit():
+            unreadable.setdefault(int(parts[1]), []).append(parts[2])
         elif kind == "FILE" and len(parts) == 6:  # a file above INLINE_FILE_BYTES, base64
             big = benches.get((int(parts[1]), parts[3]))
             if big is not None:
