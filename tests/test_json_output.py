@@ -60,3 +60,25 @@ def test_what_json_dumps_refuses_is_refused() -> None:
     loop.append(loop)
     with pytest.raises(ValueError, match="Circular"):
         indented_json(loop)
+
+
+TEXT = st.text(max_size=6)
+TEXT_LISTS = st.lists(TEXT, min_size=12, max_size=20)
+TEXT_DICTS = st.dictionaries(TEXT, TEXT, min_size=12, max_size=20)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    TEXT_DICTS
+    | TEXT_LISTS
+    | st.dictionaries(TEXT, TEXT_LISTS, max_size=3)
+    # one str subclass (an enum's member) among the texts
+    | TEXT_LISTS.map(lambda items: [*items, _Colour.RED])
+    | TEXT_DICTS.map(lambda items: {**items, "zz": _Colour.RED})
+    | TEXT_DICTS.map(lambda items: {**items, _Colour.RED: "x"})
+    | TEXT_DICTS.map(lambda items: {**items, 7: "x"})  # a key json.dumps turns into text
+)
+def test_text_only_containers_the_same_bytes(document: object) -> None:
+    """The shortcut for big dicts and lists of text alone (16 items or more): exact str only;
+    with a subclass or another key among them the long way, as json.dumps writes it."""
+    assert indented_json(document) == json.dumps(document, indent=2, ensure_ascii=False)
