@@ -233,10 +233,10 @@ def _status(  # noqa: PLR0917 - a private constructor helper, every field positi
 def _job_view(job_id: JobId, snap: Snapshot) -> JobView:
     rec = snap.sacct.get(job_id)
     start, end = (_when(rec.start), _when(rec.end)) if rec else ("", "")
-    if job_id in snap.squeue:
+    queued = snap.squeue.get(job_id)
+    if queued is not None:
         # squeue speaks for a job it shows (slurmctld is ahead of accounting), and status asks
         # sacct only of the jobs it does not show (status.bash): its start and time used here.
-        queued = snap.squeue[job_id]
         elapsed = queued.elapsed_s
         if elapsed is None and rec is not None:
             elapsed = rec.elapsed_s
@@ -259,6 +259,8 @@ def _job_view(job_id: JobId, snap: Snapshot) -> JobView:
 
 def _when(text: str) -> str:
     """sacct's Start/End as given (``2026-11-29T20:01:02``); "" for Unknown/None/garbage."""
+    if not text:  # a queued job's start (squeue's %S before it starts): no regex (P7)
+        return ""
     text = text.strip()
     return text if _SACCT_TIME.fullmatch(text) else ""
 
