@@ -486,3 +486,26 @@ def test_no_chain_file_is_opened_before_every_guarded_path_passed(
     assert f"{run_dir}/b09/{CHAIN_FILE} is owned by" in proc.stderr.decode()
     opened = [line for line in trace.read_text().splitlines() if FIRST_JOB_FILE in line]
     assert opened == []
+
+
+@pytest.mark.parametrize("answer", ["", "OK 9", "SENT 10 10 10", "garbage\n"], ids=repr)
+def test_a_perl_that_answers_nothing_sane_leaves_the_run_to_rc_bench(
+    tmp_path: Path, answer: str
+) -> None:
+    """A login node's perl that dies, prints nothing, or prints what chains.pl never would
+    (a short count, SENT with lines missing): the run is read the careful way, the same bytes
+    as rc_bench's, every chain by rc_bench."""
+    run_dir = tmp_path / RUN_ID / "c1"
+    names = [f"b{i:02d}" for i in range(10)]
+    for name in names:
+        _chain(run_dir, name, PLAIN)
+    env = _tools(tmp_path, "perl")
+    fake = Path(env["PATH"].split(":")[0]) / "perl"
+    fake.write_text(f"#!/bin/sh\nprintf '%s' '{answer}'\nexit 1\n")
+    fake.chmod(0o755)
+    script = _only(render_status_script([Target(RUN_ID, str(run_dir))]), "perl")
+    log = tmp_path / "bench.log"
+    fast = _run(script, env, log, fast=True)
+    slow = _run(script, env, log, fast=False)
+    assert (fast.payload, fast.refused, fast.status) == (slow.payload, slow.refused, slow.status)
+    assert list(fast.called) == names

@@ -114,7 +114,8 @@ rc_read_run() {  # with rc_all, wanted holds the run folder's names: chains.awk 
         RC_AWK_RUN=$RC_I RC_AWK_RUN_ID=${RC_RUN_IDS[$RC_I]} RC_AWK_DIR=$dir PERL5OPT='' PERLIO='' \
           command perl -C0 -e '__CHAINS_PL__' 2>/dev/null); } 3>&1
     rc_lines "$rc_out"$'\n'; fast=("${rc_line_list[@]}")
-    head=${fast[${#fast[@]} - 1]}  # (no [-1]: bash 4.2 of RHEL 7 has no negative index)
+    head=""  # the last line (no [-1]: bash 4.2 of RHEL 7 has no negative index)
+    (( ${#fast[@]} )) && head=${fast[${#fast[@]} - 1]}
     if [[ $head == "SENT "* ]]; then  # the records went out: here are the names and ids
       read -r head nrec nname nid <<< "$head"
       if (( ${#fast[@]} == 1 + nname + nid )); then
