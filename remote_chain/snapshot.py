@@ -171,6 +171,8 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
             sacct_ok, sacct_text = parts[1] == "0", parts[2]
         elif kind == "SQUEUE" and len(parts) == 3:
             squeue_ok, squeue_text = parts[1] == "0", parts[2]
+        elif kind == "SQUEUE_STREAMED" and len(parts) == 3:  # its text first (status.bash)
+            squeue_ok, squeue_text = parts[2] == "0", parts[1]
         elif kind == "LIVE":
             live.add(parts[1])
     by_run: dict[int, list[tuple[str, _Bench]]] = {}

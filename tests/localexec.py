@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from remote_chain import wire
 from remote_chain.remote import result_from_output
 from remote_chain.remote.markers import wrap
 
@@ -46,3 +47,12 @@ def run_script(script: str, env: Mapping[str, str], *, timeout: float = 300) -> 
         exit_status=proc.returncode,
         lost=False,
     ).stdout
+
+
+def squeue_record(payload: str) -> tuple[str, ...]:
+    """A status payload's one squeue record as ``SQUEUE STATUS TEXT``: the streamed one
+    (``SQUEUE_STREAMED TEXT STATUS``, status.bash) sends its status last."""
+    (record,) = [r for r in wire.decode(payload) if r[0].startswith("SQUEUE")]
+    if record[0] == "SQUEUE_STREAMED":
+        return ("SQUEUE", record[2], record[1])
+    return record

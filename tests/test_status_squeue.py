@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from localexec import run_script, stubs_on_path
+from localexec import run_script, squeue_record, stubs_on_path
 
 from remote_chain import wire
 from remote_chain.models import JobId
@@ -81,8 +81,7 @@ def _run_dir(tmp: Path) -> Path:
 
 
 def _squeue_record(script: str, env: dict[str, str]) -> tuple[str, ...]:
-    (record,) = [r for r in wire.decode(run_script(script, env)) if r[0] == "SQUEUE"]
-    return record
+    return squeue_record(run_script(script, env))
 
 
 def _both(tmp: Path, env: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -163,20 +162,23 @@ def test_a_twin_profiles_jobs_are_left_out_and_change_no_chain(tmp_path: Path) -
     assert statuses("c", new_snap, "slurm") == statuses("c", old_snap, "slurm")
 
 
-def _with_broken_awk(tmp: Path, awk: str) -> tuple[str, str]:
-    """The forced awk path's SQUEUE status and the one sacct call, with ``awk`` and ``mawk``
-    both the given script and a sacct that logs its call."""
+def _with_broken_tool(
+    tmp: Path, script_text: str, names: tuple[str, ...] = ("awk", "mawk"), *, listed: bool = True
+) -> tuple[str, str]:
+    """The SQUEUE status and the one sacct call of the listing path (``listed``; else
+    ``--name``'s), with each of ``names`` the given script and a sacct that logs its call."""
     run_dir = _run_dir(tmp)
     env = _env(tmp, run_dir, RC_RUN_DIR=str(run_dir))
     bin_dir = tmp / "bin"
-    for name in ("awk", "mawk", "sacct"):
+    for name in (*names, "sacct"):
         tool = bin_dir / name
         tool.write_text(
-            awk if name != "sacct" else '#!/bin/bash\necho "sacct $*" >> "$RC_STUB_LOG"\n'
+            script_text if name != "sacct" else '#!/bin/bash\necho "sacct $*" >> "$RC_STUB_LOG"\n'
         )
         tool.chmod(0o755)
     script = render_status_script([Target(RUN_ID, str(run_dir))])
-    record = _squeue_record(script.replace(THRESHOLD, "(( 1 ))"), env)
+    forced = "(( 1 ))" if listed else "(( 0 ))"
+    record = _squeue_record(script.replace(THRESHOLD, forced), env)
     (sacct,) = [c for c in (tmp / "calls.log").read_text().splitlines() if c[:5] == "sacct"]
     return record[1], sacct
 
@@ -186,10 +188,24 @@ def test_an_awk_that_fails_makes_squeue_read_as_failed_not_empty(tmp_path: Path)
     answer with squeue's status 0: every queued chain read as gone. Its status is squeue's
     answer now, and every id goes to sacct (rc_unqueued keeps them)."""
     # It reads all it is given first: squeue ends with 0, as a real one would.
-    status, sacct = _with_broken_awk(
+    status, sacct = _with_broken_tool(
         tmp_path, "#!/bin/sh\ncat > /dev/null\necho 'awk: no memory' >&2\nexit 2\n"
     )
     assert status == "2"
+    assert all(f"{300000 + i}" in sacct for i in range(CHAINS))
+
+
+@pytest.mark.parametrize("tool", ["gzip", "base64"])
+def test_a_listing_cut_short_on_its_way_out_reads_as_failed(tmp_path: Path, tool: str) -> None:
+    """The listing path streams awk's lines through gzip and base64 to the answer: one that
+    dies half way (after some output: a full disk for a temporary, a killed process) leaves a
+    text cut short, which must read as squeue failed, never as the whole answer; and no id
+    may be dropped for it: every one goes to sacct."""
+    real = shutil.which(tool)
+    assert real
+    half = f'#!/bin/bash\nhead -c 40 | {real} "$@"\ncat > /dev/null\nexit 1\n'
+    status, sacct = _with_broken_tool(tmp_path, half, (tool,))
+    assert status == "1"
     assert all(f"{300000 + i}" in sacct for i in range(CHAINS))
 
 
@@ -202,6 +218,6 @@ def test_an_awk_that_fails_to_compare_the_ids_sends_every_id_to_sacct(tmp_path: 
     only_the_ids = (  # rc_unqueued's program (its `live` list) fails, the others run
         f"#!/bin/bash\ncase $* in *'live['*) cat > /dev/null; exit 2 ;; esac\nexec {real} \"$@\"\n"
     )
-    status, sacct = _with_broken_awk(tmp_path, only_the_ids)
+    status, sacct = _with_broken_tool(tmp_path, only_the_ids, listed=False)
     assert status == "0"
     assert all(f"{300000 + i}" in sacct for i in range(CHAINS))

@@ -212,7 +212,58 @@ rc_sacct() {  # one SACCT record: the first non-zero exit status, every chunk's 
   done
   rc_emit_answer SACCT "$rc" "$out"
 }
+# rc_squeue_streamed: rc_squeue's listing of all of the user's jobs, kept by one awk and never
+# held in bash: the lines it keeps go through gzip and base64 straight to the answer (fd 3)
+# as one SQUEUE_STREAMED record (its text, then the first non-zero status of squeue, awk,
+# gzip and base64: a text cut short is never read as squeue's whole answer), and the same awk
+# leaves in ids those squeue does not show queued or running (rc_unqueued's comparison, made
+# as it reads). bash held a 1,000-chain listing's ~150 KB three times over (the substitution,
+# a copy, a printf for each of gzip and the unqueued awk): ~14 ms of a 1,000-chain exec's
+# login-node CPU (issue 13, P7). The ids come back on awk's stderr, each after "I<TAB>".
+rc_squeue_streamed() {
+  local left s line
+  rc_flush
+  printf 'SQUEUE_STREAMED\t\\z'
+  { left=$( {
+    rc_query squeue --noheader --me --format='__SQUEUE_FORMAT__' 2>&1 |
+      command "$rc_awk" -F'|' 'NR == FNR {
+          k = substr($0, 1, 1); v = substr($0, 3)
+          if (k == "N") want[tolower(v)]
+          else if (k == "I") { id[v]; asked[++na] = v }
+          else if (k == "F") final[v]
+          else dirs[++nd] = "|" v "/"
+          next
+        }
+        NF < 7 { put(); next }
+        !(tolower($NF) in want) { next }
+        $1 in id { keep(); next }
+        { for (i = 1; i <= nd; i++) if (index($0, dirs[i])) { keep(); next } }
+        function keep() { put(); if ($2 ~ /^(__SQUEUE_LIVE_ERE__)$/) live[$1] }
+        function put() { printf "%s%s", sep, $0; sep = "\n" }  # no last newline: as $(...)
+        END {
+          for (i = 1; i <= na; i++)
+            if (asked[i] != "" && !(asked[i] in live) && !(asked[i] in final))
+              print "I\t" asked[i] > "/dev/stderr"
+        }' \
+        <(printf 'N %s\n' "${names[@]}"; printf 'I %s\n' "${ids[@]}"
+          printf 'F %s\n' "${RC_FINAL_IDS[@]}"; printf 'D %s\n' "${RC_RUN_DIRS[@]}") - 2>&4 |
+      command gzip -c | command base64 -w 0 >&3
+    s=("${PIPESTATUS[@]}")
+    printf 'S\t%s\n' $(( s[0] ? s[0] : s[1] ? s[1] : s[2] ? s[2] : s[3] ))
+  } 4>&1 ); } 3>&1
+  rc_sq_rc=${left##*S$'\t'}
+  printf '\t%s\n' "$rc_sq_rc"
+  # squeue answered and awk compared all of it: the ids left are those for sacct; else every
+  # id goes to sacct, as rc_unqueued leaves them.
+  if [[ $rc_sq_rc == 0 ]]; then
+    rc_lines "${left%S$'\t'*}"
+    ids=()
+    for line in "${rc_line_list[@]}"; do [[ $line == I$'\t'?* ]] && ids+=("${line#I$'\t'}"); done
+  fi
+  rc_sq_streamed=1
+}
 rc_squeue() {  # one SQUEUE record, as rc_sacct; its text and status kept in rc_sq_out, rc_sq_rc
+  # (or, past 256 names, rc_squeue_streamed's record)
   local chunk part r rc=0 out="" all IFS=/
   all=${names[*]}; IFS=$' \t\n'
   # squeue's --name is no server-side filter: slurmctld sends all of the user's jobs (--me) and
@@ -228,30 +279,18 @@ rc_squeue() {  # one SQUEUE record, as rc_sacct; its text and status kept in rc_
   # the same run on another profile of this Slurm cluster, which the client never counts for
   # these chains (chainstatus.derive: a chain's ids, and the jobs in its folder). Left out:
   # ten profiles on two controllers sent every job five times, and the client parsed 50,000
-  # lines for 10,000 chains.
+  # lines for 10,000 chains. (Without gzip, which no Debian or RHEL lacks: --name.)
   if (( ${#names[@]} > 256 )) && [[ $all != *[!A-Za-z0-9._:/-]* ]] &&
-    command -v "$rc_awk" >/dev/null 2>&1; then
-    out=$(rc_query squeue --noheader --me --format='__SQUEUE_FORMAT__' 2>&1 |
-      command "$rc_awk" -F'|' 'NR == FNR {
-          k = substr($0, 1, 1); v = substr($0, 3)
-          if (k == "N") want[tolower(v)]; else if (k == "I") id[v]; else dirs[++nd] = "|" v "/"
-          next
-        }
-        NF < 7 { print; next }
-        !(tolower($NF) in want) { next }
-        $1 in id { print; next }
-        { for (i = 1; i <= nd; i++) if (index($0, dirs[i])) { print; next } }' \
-        <(printf 'N %s\n' "${names[@]}"; printf 'I %s\n' "${ids[@]}"
-          printf 'D %s\n' "${RC_RUN_DIRS[@]}") -
-      s=("${PIPESTATUS[@]}"); exit $(( s[0] ? s[0] : s[1] ))); rc=$?  # awk failing too:
-    # its lines are not squeue's answer (the client reads squeue as failed, never as empty)
-  else
-    rc_chunks "${names[@]}"
-    for chunk in "${rc_chunk_list[@]}"; do
-      part=$(rc_query squeue --noheader --me --format='__SQUEUE_FORMAT__' --name="$chunk" 2>&1); r=$?
-      (( rc )) || rc=$r; out+=${out:+$'\n'}$part
-    done
+    command -v "$rc_awk" >/dev/null 2>&1 && command -v gzip >/dev/null 2>&1 &&
+    command -v base64 >/dev/null 2>&1; then
+    rc_squeue_streamed
+    return
   fi
+  rc_chunks "${names[@]}"
+  for chunk in "${rc_chunk_list[@]}"; do
+    part=$(rc_query squeue --noheader --me --format='__SQUEUE_FORMAT__' --name="$chunk" 2>&1); r=$?
+    (( rc )) || rc=$r; out+=${out:+$'\n'}$part
+  done
   rc_emit_answer SQUEUE "$rc" "$out"
   rc_sq_out=$out rc_sq_rc=$rc
 }
@@ -286,9 +325,9 @@ if [[ $RC_EXECUTOR == slurm ]]; then
   # job's final record is asked once: later polls send its id in RC_FINAL_IDS, so a run whose
   # ended chains are all known asks no sacct either (P3: a 200-chain run with 30 ended ones
   # paid squeue, then sacct, on every poll).
-  rc_sq_out="" rc_sq_rc=1
+  rc_sq_out="" rc_sq_rc=1 rc_sq_streamed=""
   if (( ${#names[@]} )); then rc_squeue; fi
-  if (( ${#ids[@]} )); then rc_unqueued; fi
+  if (( ${#ids[@]} )) && [[ -z $rc_sq_streamed ]]; then rc_unqueued; fi
   if (( ${#ids[@]} )); then rc_sacct; fi
 fi
 rc_emit DONE

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import devcluster
 import pytest
+from localexec import squeue_record
 
-from remote_chain import wire
 from remote_chain.models import ChainStateName
 from remote_chain.orchestrator import StatusResult
 from remote_chain.remote.markers import wrap
@@ -36,9 +36,7 @@ def _exec(dev: devcluster.DevCluster, cluster: str, script: str) -> str:
     return text[text.index(begin) + len(begin) : text.index(f"\n__REMOTE_CHAIN_END_{nonce}")]
 
 
-def _squeue(payload: str) -> tuple[str, ...]:
-    (record,) = [r for r in wire.decode(payload) if r[0] == "SQUEUE"]
-    return record
+_squeue = squeue_record
 
 
 def test_held_chains_read_as_with_squeue_name(
