@@ -239,13 +239,18 @@ def test_the_guard_checks_paths_beyond_one_command_line(run_dir: Path, stubs: Pa
     assert not (stubs / "calls").exists()
 
 
-def test_the_guard_refuses_when_stat_cannot_run(run_dir: Path, stubs: Path) -> None:
-    """If the ownership check itself cannot run, nothing is trusted (it never fails open)."""
-    (stubs / "xargs").write_text("#!/bin/sh\nexit 127\n")
-    (stubs / "xargs").chmod(0o755)
+@pytest.mark.parametrize(("tool", "code"), [("xargs", 127), ("stat", 127), ("stat", 2)])
+def test_the_guard_refuses_when_stat_cannot_run(
+    run_dir: Path, stubs: Path, tool: str, code: int
+) -> None:
+    """If the ownership check itself cannot run, nothing is trusted (it never fails open):
+    xargs (many paths) or stat (a few: the run's own, stat called directly) missing or
+    failing otherwise than on a missing path (stat's 1)."""
+    (stubs / tool).write_text(f"#!/bin/sh\nexit {code}\n")
+    (stubs / tool).chmod(0o755)
     status, _, stderr = run_status(render_status_script([Target("rc-1", str(run_dir))]), stubs)
     assert status == UNSAFE_EXIT
-    assert "stat did not run (status 127)" in stderr
+    assert f"stat did not run (status {code})" in stderr
     assert not (stubs / "calls").exists()
 
 
