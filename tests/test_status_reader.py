@@ -488,13 +488,21 @@ def test_no_chain_file_is_opened_before_every_guarded_path_passed(
     assert opened == []
 
 
-@pytest.mark.parametrize("answer", ["", "OK 9", "SENT 10 10 10", "garbage\n"], ids=repr)
+_INSANE = ["", "OK 9", "FEED 10 10 10 99 1\nN rc-x:b00", "FEED 10 1 x 0 1", "garbage\n"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "named"),
+    [*((a, False) for a in _INSANE), *((a, True) for a in _INSANE), ("FEED 3 0 0 0 1", True)],
+    ids=repr,
+)
 def test_a_perl_that_answers_nothing_sane_leaves_the_run_to_rc_bench(
-    tmp_path: Path, answer: str
+    tmp_path: Path, answer: str, named: bool
 ) -> None:
     """A login node's perl that dies, prints nothing, or prints what chains.pl never would
-    (a short count, SENT with lines missing): the run is read the careful way, the same bytes
-    as rc_bench's, every chain by rc_bench."""
+    (a short count, FEED with its bytes missing or a count not a number, fewer records than
+    the chains asked by name): the run is read the careful way, the same bytes as
+    rc_bench's, every chain by rc_bench; the run's chains asked for by name or not."""
     run_dir = tmp_path / RUN_ID / "c1"
     names = [f"b{i:02d}" for i in range(10)]
     for name in names:
@@ -503,7 +511,8 @@ def test_a_perl_that_answers_nothing_sane_leaves_the_run_to_rc_bench(
     fake = Path(env["PATH"].split(":")[0]) / "perl"
     fake.write_text(f"#!/bin/sh\nprintf '%s' '{answer}'\nexit 1\n")
     fake.chmod(0o755)
-    script = _only(render_status_script([Target(RUN_ID, str(run_dir))]), "perl")
+    target = Target(RUN_ID, str(run_dir), tuple(names) if named else ())
+    script = _only(render_status_script([target]), "perl")
     log = tmp_path / "bench.log"
     fast = _run(script, env, log, fast=True)
     slow = _run(script, env, log, fast=False)

@@ -103,8 +103,9 @@ rc_folders() {  # wanted: the benchmark folders of dir, those with a job.sh and 
 }
 rc_read_run() {  # with rc_all, wanted holds the run folder's names: chains.awk or rc_folders
   # keeps the benchmark folders
-  local fast=() head nrec nname nid i rc_out tag=W
+  local fast=() head nrec nname nid nbytes plain feed i rc_out tag=W
   (( rc_all )) && tag=C
+  rc_feed_arrays  # an earlier run's: names and ids stay in the runs' order
   if (( ${#wanted[@]} > 8 )) && [[ $RC_EXECUTOR == slurm ]] && command -v perl >/dev/null 2>&1; then
     # Bytes in, bytes out, whatever the login shell exports: PERL5OPT could load modules or
     # the debugger, PERLIO and PERL_UNICODE (-C0 wins over it) change the layers.
@@ -113,19 +114,22 @@ rc_read_run() {  # with rc_all, wanted holds the run folder's names: chains.awk 
     { rc_out=$({ printf "$tag"'\t%s\0' "${wanted[@]}"; printf 'END\0'; } |
         RC_AWK_RUN=$RC_I RC_AWK_RUN_ID=${RC_RUN_IDS[$RC_I]} RC_AWK_DIR=$dir PERL5OPT='' PERLIO='' \
           command perl -C0 -e '__CHAINS_PL__' 2>/dev/null); } 3>&1
-    rc_lines "$rc_out"$'\n'; fast=("${rc_line_list[@]}")
-    head=""  # the last line (no [-1]: bash 4.2 of RHEL 7 has no negative index)
-    (( ${#fast[@]} )) && head=${fast[${#fast[@]} - 1]}
-    if [[ $head == "SENT "* ]]; then  # the records went out: here are the names and ids
-      read -r head nrec nname nid <<< "$head"
-      if (( ${#fast[@]} == 1 + nname + nid )); then
-        names+=("${fast[@]:0:nname}"); ids+=("${fast[@]:nname:nid}")
+    if [[ $rc_out == "FEED "* ]]; then  # the records went out: here are the names and ids
+      head=${rc_out%%$'\n'*} feed=""
+      [[ $rc_out == *$'\n'* ]] && feed=${rc_out#*$'\n'}
+      read -r head nrec nname nid nbytes plain <<< "$head"
+      # Each chain asked by name has its one record (C: the names perl kept, bash knows not).
+      if [[ -n $nrec$nname$nid$nbytes$plain && $nrec$nname$nid$nbytes$plain != *[!0-9]* ]] &&
+        (( ${#feed} == nbytes && (rc_all || nrec == ${#wanted[@]}) )); then
+        [[ -z $feed ]] || rc_feed+=$feed$'\n'
+        (( rc_feed_names += nname, rc_feed_ids += nid ))
+        (( plain )) || rc_feed_arrays  # rc_squeue judges the names
         return
       fi
       # Never (perl counted them): read the run again the careful way; a record sent twice
       # is one chain to the client (parse_status_output keeps the last).
-      fast=()
     fi
+    rc_lines "$rc_out"$'\n'; fast=("${rc_line_list[@]}")
   elif (( ${#wanted[@]} > 8 )) && [[ $RC_EXECUTOR == slurm ]] &&
     command -v "$rc_awk" >/dev/null 2>&1 && command -v find >/dev/null 2>&1; then
     # Read as one command substitution, not mapfile from a pipe: bash reads a pipe a byte a
@@ -175,7 +179,19 @@ rc_read_run() {  # with rc_all, wanted holds the run folder's names: chains.awk 
   names+=("${fast[@]:1 + nrec:nname}")
   ids+=("${fast[@]:1 + nrec + nname:nid}")
 }
-ids=() names=() starts=()
+# The job names and ids of every chain read, for squeue and sacct: in names and ids, or, as
+# perl sent them (chains.pl, "FEED"), still in rc_feed's "N name" and "I id" lines, which
+# the awk of rc_squeue_streamed reads as they are (rc_feed_names and rc_feed_ids count them).
+rc_feed_arrays() {  # rc_feed's names and ids appended to names and ids
+  local line
+  [[ -n $rc_feed ]] || return 0
+  rc_lines "$rc_feed"
+  for line in "${rc_line_list[@]}"; do
+    case $line in "N "*) names+=("${line#N }") ;; "I "*) ids+=("${line#I }") ;; esac
+  done
+  rc_feed="" rc_feed_names=0 rc_feed_ids=0
+}
+ids=() names=() starts=() rc_feed="" rc_feed_names=0 rc_feed_ids=0
 rc_wire_buffered=1  # a record per chain: written in batches (wire.bash)
 for RC_I in "${!RC_RUN_DIRS[@]}"; do
   dir=${RC_RUN_DIRS[$RC_I]}
@@ -245,7 +261,7 @@ rc_squeue_streamed() {
             if (asked[i] != "" && !(asked[i] in live) && !(asked[i] in final))
               print "I\t" asked[i] > "/dev/stderr"
         }' \
-        <(printf 'N %s\n' "${names[@]}"; printf 'I %s\n' "${ids[@]}"
+        <(printf '%s' "$rc_feed"; printf 'N %s\n' "${names[@]}"; printf 'I %s\n' "${ids[@]}"
           printf 'F %s\n' "${RC_FINAL_IDS[@]}"; printf 'D %s\n' "${RC_RUN_DIRS[@]}") - 2>&4 |
       command gzip -c | command base64 -w 0 >&3
     s=("${PIPESTATUS[@]}")
@@ -257,8 +273,10 @@ rc_squeue_streamed() {
   # id goes to sacct, as rc_unqueued leaves them.
   if [[ $rc_sq_rc == 0 ]]; then
     rc_lines "${left%S$'\t'*}"
-    ids=()
+    ids=() rc_feed="" rc_feed_names=0 rc_feed_ids=0
     for line in "${rc_line_list[@]}"; do [[ $line == I$'\t'?* ]] && ids+=("${line#I$'\t'}"); done
+  else
+    rc_feed_arrays
   fi
   rc_sq_streamed=1
 }
@@ -280,12 +298,13 @@ rc_squeue() {  # one SQUEUE record, as rc_sacct; its text and status kept in rc_
   # these chains (chainstatus.derive: a chain's ids, and the jobs in its folder). Left out:
   # ten profiles on two controllers sent every job five times, and the client parsed 50,000
   # lines for 10,000 chains. (Without gzip, which no Debian or RHEL lacks: --name.)
-  if (( ${#names[@]} > 256 )) && [[ $all != *[!A-Za-z0-9._:/-]* ]] &&
+  if (( ${#names[@]} + rc_feed_names > 256 )) && [[ $all != *[!A-Za-z0-9._:/-]* ]] &&
     command -v "$rc_awk" >/dev/null 2>&1 && command -v gzip >/dev/null 2>&1 &&
     command -v base64 >/dev/null 2>&1; then
     rc_squeue_streamed
     return
   fi
+  rc_feed_arrays
   rc_chunks "${names[@]}"
   for chunk in "${rc_chunk_list[@]}"; do
     part=$(rc_query squeue --noheader --me --format='__SQUEUE_FORMAT__' --name="$chunk" 2>&1); r=$?
@@ -326,7 +345,8 @@ if [[ $RC_EXECUTOR == slurm ]]; then
   # ended chains are all known asks no sacct either (P3: a 200-chain run with 30 ended ones
   # paid squeue, then sacct, on every poll).
   rc_sq_out="" rc_sq_rc=1 rc_sq_streamed=""
-  if (( ${#names[@]} )); then rc_squeue; fi
+  if (( ${#names[@]} + rc_feed_names )); then rc_squeue; fi
+  rc_feed_arrays  # (emptied by rc_squeue)
   if (( ${#ids[@]} )) && [[ -z $rc_sq_streamed ]]; then rc_unqueued; fi
   if (( ${#ids[@]} )); then rc_sacct; fi
 fi
