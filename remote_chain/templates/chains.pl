@@ -44,19 +44,33 @@ sub judge {
   return $uid == 0 || $mode & 0400 ? "F" : "R";
 }
 
+# judge of a path, by its mode and owner: the same few pairs (0600 and 0700 files, 0700
+# folders, ours) recur across 1,000 chains, and a call with lstat's list costs more than
+# the lookup (~3 ms of a 1,000-chain exec). "" when lstat found nothing.
+my %class_of;
+sub class_of {
+  my ($mode, $owner) = @_;
+  return "" unless defined $mode;
+  my $k = "$mode $owner";
+  return exists $class_of{$k} ? $class_of{$k} : ($class_of{$k} = judge(0, 0, $mode, 0, $owner));
+}
+
 # One chain folder, looked at once: [its class, the listed names in it in the listing order,
 # name -> [class, size]]; only a plain folder we may enter is listed.
 sub scan {
   my ($b) = @_;
   return $seen{$b} if exists $seen{$b};
-  my $class = judge(lstat $b);
+  my $class = class_of((lstat $b)[2, 4]);
   my (@names, %in);
   if ($class eq "D") {
     if (opendir(my $dh, $b)) {
       @names = grep { $listed{$_} } readdir $dh;
       closedir $dh;
     } else { $bad = "a folder to list" }
-    for my $f (@names) { my @s = lstat "$b/$f"; $in{$f} = [judge(@s), $s[7]] if @s }
+    for my $f (@names) {
+      my ($mode, $owner, $size) = (lstat "$b/$f")[2, 4, 7];
+      $in{$f} = [class_of($mode, $owner), $size] if defined $mode;
+    }
   }
   return $seen{$b} = [$class, [grep { $in{$_} } @names], \%in];
 }
