@@ -188,13 +188,14 @@ def _compact(name: str) -> str:
     Per-render data (a submit's payload) is substituted after, never touched."""
     out: list[str] = []
     quote, heredoc, joined = "", "", False
-    for line in _rendered(name).split("\n"):
+    for written in _rendered(name).split("\n"):
         if heredoc:  # a here-document's lines are data, kept as they are
-            out.append(line)
-            heredoc = "" if line == heredoc else heredoc
+            out.append(written)
+            heredoc = "" if written == heredoc else heredoc
             continue
+        line = written
         if not quote and not joined:  # the line starts as code: a comment or indentation goes
-            line = line.lstrip()
+            line = written.lstrip()
             if not line or line.startswith("#"):
                 continue
         out.append(line)

@@ -45,7 +45,7 @@ def test_every_client_template_is_found() -> None:
 
 @pytest.mark.parametrize("name", CLIENT_TEMPLATES)
 def test_compacting_changes_no_code(name: str) -> None:
-    written = _template._rendered(name)  # noqa: SLF001 - the uncompacted form, to compare with
+    written = _template._rendered(name)  # the uncompacted form, to compare with
     compact = render_template(name)
     assert len(compact) < len(written)
     assert "\n#" not in compact
