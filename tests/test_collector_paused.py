@@ -1,12 +1,25 @@
-"""The collector is off while a status reply is parsed, and left as it was found."""
+"""The collector is off while a status reply is parsed and while a status command polls, and
+left as it was found."""
 
 from __future__ import annotations
 
 import gc
+from pathlib import Path
+from typing import Any
 
 import pytest
+from fakes import FakeSlurm
 
+from remote_chain import (
+    BenchmarkConfig,
+    ClusterProfile,
+    DriverConfig,
+    Orchestrator,
+    Settings,
+    SubmitConfig,
+)
 from remote_chain.cluster import collector_paused
+from remote_chain.remote import CommandResult, Endpoint, Remote
 
 
 @pytest.mark.parametrize("was_on", [True, False])
@@ -21,3 +34,50 @@ def test_off_inside_and_as_it_was_after(was_on: bool) -> None:
         assert gc.isenabled() is was_on
     finally:
         gc.enable()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # asyncssh, and so the client, is asyncio-only
+
+
+@pytest.mark.anyio
+async def test_a_status_command_pauses_it_for_its_whole_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off while every cluster's exec is awaited (not only while each reply is parsed: one
+    pass after the poll, not one per reply), for status of a run and of recent runs, and on
+    again after."""
+    monkeypatch.chdir(tmp_path)
+    fake = FakeSlurm(tmp_path)
+    profiles = [
+        ClusterProfile(name=n, host=f"{n}.test", workdir=str(fake.cluster(n).workdir))
+        for n in ("eos", "dgx")
+    ]
+    seen: list[bool] = []
+    opened = fake.open
+
+    async def opener(endpoint: Endpoint) -> Remote:
+        remote = await opened(endpoint)
+        run = remote.run
+
+        async def spying_run(script: str, **kwargs: Any) -> CommandResult:
+            seen.append(gc.isenabled())
+            return await run(script, **kwargs)
+
+        remote.run = spying_run  # type: ignore[method-assign]
+        return remote
+
+    settings = Settings(state_dir=tmp_path / "state", sacct_wait_max=0.01)
+    config = SubmitConfig(driver=DriverConfig(runner="true", benchmarks={"b": BenchmarkConfig()}))
+    gc.enable()
+    async with Orchestrator(settings, clusters_dir=tmp_path, opener=opener) as rc:
+        result = await rc.submit(config, profiles)
+        assert result.ok, result
+        seen.clear()
+        await rc.status(result.run_id)
+        assert gc.isenabled()
+        await rc.status_recent()
+        assert gc.isenabled()
+    assert len(seen) == 4
+    assert not any(seen)
