@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
+from remote_chain.frozen import quick_init
 from remote_chain.layout import CHAIN_FILES
 from remote_chain.models import Executor, JobId, SacctRecord
 from remote_chain.sacct import (
@@ -43,12 +44,14 @@ class Target:
     time_limits: Mapping[str, int] | None = None
 
 
+@quick_init  # made by the thousand in a poll (frozen.py)
 @dataclass(frozen=True)
 class FileRead:
     status: str  # "ok" | "missing" | "unreadable" | "toolarge"
     content: str = ""
 
 
+@quick_init  # made by the thousand in a poll (frozen.py)
 @dataclass(frozen=True)
 class ChainFiles:
     run_id: str
