@@ -452,6 +452,26 @@ async def test_an_env_string_over_max_arg_strlen_would_not_start(
 
 @pytest.mark.ssh
 @pytest.mark.anyio
+async def test_a_session_that_ended_before_its_stdin_is_no_connect_error(
+    env_sshd: Sshd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command ran from the env request and the channel closed before stdin could leave
+    (or the command could not start at all): asyncssh's "Channel not open for sending" read as
+    "cannot connect", a ConnectError a caller may retry, which could run a command twice. The
+    command's own output and status are the answer."""
+    import asyncssh  # noqa: PLC0415 - the transport's import, as the module under test does
+
+    def closed(self: object, data: object) -> None:
+        raise BrokenPipeError("Channel not open for sending")
+
+    monkeypatch.setattr(asyncssh.SSHWriter, "write", closed)
+    async with await open_remote(env_sshd.endpoint()) as remote:
+        result = await remote.run("echo ran; exit 3")
+    assert (result.stdout, result.exit_status) == ("ran\n", 3)
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
 async def test_debug_logs_never_hold_the_script(
     env_sshd: Sshd, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -365,8 +365,14 @@ class SshRemote(ClosingContext):
         # a server that ignores the env request runs it from there (markers.EXEC_COMMAND).
         process = await connection.create_process(EXEC_COMMAND, env=env, encoding=None)
         try:
-            process.stdin.write(wrapped.encode())
-            process.stdin.write_eof()
+            try:
+                process.stdin.write(wrapped.encode())
+                process.stdin.write_eof()
+            except BrokenPipeError:
+                # The session ended before its stdin could leave (the command ran from the env
+                # request and exited at once, or could not start: E2BIG). Its output and exit
+                # status say which; it is not a connect error, which a caller may retry.
+                pass
             # Both streams share one budget; past it the channel is closed (issue 14.4).
             budget = [self._endpoint.max_output_bytes]
             out, err = bytearray(), bytearray()
