@@ -268,6 +268,8 @@ rc_squeue_streamed() {
     printf 'S\t%s\n' $(( s[0] ? s[0] : s[1] ? s[1] : s[2] ? s[2] : s[3] ))
   } 4>&1 ); } 3>&1
   rc_sq_rc=${left##*S$'\t'}
+  # No status line (the subshell could not run to its end): a failure, never text on the wire.
+  [[ -n $rc_sq_rc && $rc_sq_rc != *[!0-9]* && $left == *S$'\t'* ]] || rc_sq_rc=1
   printf '\t%s\n' "$rc_sq_rc"
   # squeue answered and awk compared all of it: the ids left are those for sacct; else every
   # id goes to sacct, as rc_unqueued leaves them.
