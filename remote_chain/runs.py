@@ -18,6 +18,7 @@ import structlog
 from remote_chain.durations import parse_duration
 from remote_chain.errors import ConfigError
 from remote_chain.index import ISO_UTC, IndexedRun, RunIndex
+from remote_chain.models import ChainStateName
 from remote_chain.plan import check_run_id
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ log = structlog.get_logger("remote_chain")
 
 COMMAND_LINE = "<command line>"
 NEVER_CHECKED = "not checked"
+_STATE_TEXT = {state: state.value for state in ChainStateName}
 _AGE = re.compile(r"([0-9]{1,9})([smhdw])")
 _AGE_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -96,11 +98,14 @@ def note_status(index: RunIndex, results: Iterable[StatusResult]) -> None:
         run = index.load(result.run_id)
         if run is None or not result.chains:
             continue
-        states = dict(run.states)
-        states.update({f"{c.cluster}/{c.benchmark}": c.state.value for c in result.chains})
+        # One pass over the chains, the state's text by lookup (an enum's .value is a
+        # descriptor call): a 10,000-chain poll's tail after its last reply (issue 13, P7).
+        states, text = dict(run.states), _STATE_TEXT
         final, read, fresh = dict(run.final), dict(run.final_read), run.fresh(when)
         for c in result.chains:
-            key, lines = f"{c.cluster}/{c.benchmark}", final_lines(c)
+            key = f"{c.cluster}/{c.benchmark}"
+            states[key] = text[c.state]
+            lines = final_lines(c)
             if not lines:
                 final.pop(key, None)
                 read.pop(key, None)

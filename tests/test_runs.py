@@ -87,6 +87,35 @@ def test_old_index_entries_read_as_never_checked(tmp_path: Path) -> None:
     assert (row["clusters"], row["benchmarks"], row["checked"]) == (["eos"], ["gpqa"], None)
 
 
+def test_an_entry_is_read_again_whenever_its_file_changed(tmp_path: Path) -> None:
+    """The index keeps what it read or wrote while the file is the same; a hand edit in place
+    (same inode, new time), another process's save (a new inode) or a removal is seen."""
+    index = RunIndex(tmp_path)
+    run = IndexedRun("rc-1", "2026-12-01", {"eos": IndexedCluster("/w/rc-1/eos", ("a",))})
+    index.save(run)
+    assert index.load("rc-1") is run  # what this process wrote, not parsed again
+    path = tmp_path / "rc-1.json"
+    doc = json.loads(path.read_text())
+    doc["states"] = {"eos/a": "running"}
+    with path.open("r+") as f:  # in place, as an editor that keeps the inode does
+        f.write(json.dumps(doc))
+        f.truncate()
+    edited = index.load("rc-1")
+    assert edited is not None
+    assert edited.states == {"eos/a": "running"}
+    assert index.load("rc-1") is edited
+    other = RunIndex(tmp_path)  # another process
+    other.save(IndexedRun("rc-1", "2026-12-01", states={"eos/a": "completed"}))
+    again = index.load("rc-1")
+    assert again is not None
+    assert again.states == {"eos/a": "completed"}
+    path.unlink()
+    assert index.load("rc-1") is None
+    index.save(run)
+    assert index.forget("rc-1")
+    assert index.load("rc-1") is None
+
+
 def test_last_state_is_one_word_or_counts() -> None:
     """All chains in one state show that state; mixed states show counts."""
     run = IndexedRun("rc-x", "", {}, {"eos/a": "running", "eos/b": "running"})
