@@ -9,6 +9,10 @@ cancelled as root at the end. Measured:
   benchmarks is the remote time per benchmark;
 - status of the whole run vs status of a 1-chain run on one of the same endpoints,
   interleaved, execs per cluster per poll, and the largest exec request sent;
+- the fan-out's own cost here: status of a 10-chain run, one held chain on each of the same
+  ten endpoints, vs the 1-chain run, in the same rounds. Ten connections, ten login shells,
+  ten ``squeue`` and ten sshd sessions on this machine's two cores before a single chain more
+  is read: what of the ratio is the rig's ten endpoints, and what the 10,000 chains add;
 - what bounds the ten-endpoint poll on this rig: the whole machine's CPU use during it
   (``/proc/stat``: the ten "login nodes", both controllers and the client share its cores),
   the client's own CPU, and status of one endpoint's share of the same run (1,000 chains on
@@ -87,6 +91,7 @@ def p7_scale(ctx: Ctx, child: Callable[[list[str]], dict[str, object]]) -> None:
         ctx.tmp / "p7.yaml", [f"c{i:05d}" for i in range(per)], extra_args=["--hold"]
     )
     one = write_config(ctx.tmp / "p7-one.yaml", ["c0"], extra_args=["--hold"])
+    ten = write_config(ctx.tmp / "p7-ten.yaml", ["t0"], extra_args=["--hold"])
     ctx.progress(f"P7: submitting {chains} held chains ({per} per cluster, {ENDPOINTS} clusters)")
     probe = Probe()
     timed, big = retried(ctx, "P7 submit", submit_now, ctx, folder, names, config, probe)
@@ -97,7 +102,7 @@ def p7_scale(ctx: Ctx, child: Callable[[list[str]], dict[str, object]]) -> None:
     for cluster, ids in by_cluster.items():
         ctx.rig.track(cluster, ids)
     try:
-        _measure(ctx, child, _Run(folder, names, per, timed.wall, probe, big.run_id, one))
+        _measure(ctx, child, _Run(folder, names, per, timed.wall, probe, big.run_id, one, ten))
     finally:
         for cluster, ids in by_cluster.items():  # free the shared controllers at once
             ctx.rig.scancel(cluster, ids)
@@ -112,11 +117,11 @@ class _Run:
     probe: Probe
     run_id: str
     one: Path
+    ten: Path  # one benchmark, submitted to every endpoint
 
 
-def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Run) -> None:
-    folder, names, per, probe, run_id = run.folder, run.names, run.per, run.probe, run.run_id
-    submit_wall, one = run.submit_wall, run.one
+def _submit_row(ctx: Ctx, run: _Run) -> None:
+    names, per, probe = run.names, run.per, run.probe
     chains = per * len(names)
     execs = probe.of("exec")
     per_cluster = {n: sum(1 for e in execs if e.cluster == n) for n in names}
@@ -125,19 +130,40 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
         Row(
             "p7.submit",
             f"P7 submit {chains} held chains, {per} per cluster over {len(names)} (50 ms RTT)",
-            f"{submit_wall:.1f} s; remote time per benchmark {per_bench.median * 1000:.1f} ms "
+            f"{run.submit_wall:.1f} s; remote time per benchmark {per_bench.median * 1000:.1f} ms "
             f"[{per_bench.min * 1000:.1f}-{per_bench.max * 1000:.1f}]",
             baseline=f"execs per cluster: {sorted(set(per_cluster.values()))}",
             target="1 exec per cluster",
             met=all(v == 1 for v in per_cluster.values()),
-            data={"wall": submit_wall, "per_benchmark": per_bench.to_json(), "execs": per_cluster},
+            data={
+                "wall": run.submit_wall,
+                "per_benchmark": per_bench.to_json(),
+                "execs": per_cluster,
+            },
         )
     )
-    _, small = retried(ctx, "P7 submit one", submit_now, ctx, folder, [names[0]], one)
+
+
+def _small_runs(ctx: Ctx, run: _Run) -> tuple[str, str]:
+    """The 1-chain run (on ``s1``) and the 10-chain run (one on each endpoint): their ids."""
+    folder, names = run.folder, run.names
+    _, small = retried(ctx, "P7 submit one", submit_now, ctx, folder, [names[0]], run.one)
     ctx.rig.track(_slurm_cluster(ctx, names[0]), slurm_ids(small))
+    _, tens = retried(ctx, "P7 submit ten", submit_now, ctx, folder, names, run.ten)
+    for s in tens.submissions:
+        if s.job_id:
+            ctx.rig.track(_slurm_cluster(ctx, s.cluster), [s.job_id])
+    return small.run_id, tens.run_id
+
+
+def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Run) -> None:
+    folder, names, per, run_id = run.folder, run.names, run.per, run.run_id
+    chains = per * len(names)
+    _submit_row(ctx, run)
+    small_id, ten_id = _small_runs(ctx, run)
     _settle(ctx)
 
-    big_t, one_t, polls, sent, slowest, busy = [], [], [], [], [], []
+    big_t, one_t, polls, sent, slowest, busy, ten_t = [], [], [], [], [], [], []
     share_t, client_cpu, share_cpu, machine = [], [], [], []
     for rnd in range(ctx.runs + 1):
         ctx.progress(f"P7 status: round {rnd}/{ctx.runs}" + (" (warm-up)" if rnd == 0 else ""))
@@ -149,7 +175,7 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
         if len(result.chains) != chains or result.failures:
             raise Disturbed(f"status saw {len(result.chains)} chains, {result.failures}")
         t_one, _ = retried(
-            ctx, "P7 status one", status_now, ctx, folder, names[0], small.run_id, Probe()
+            ctx, "P7 status one", status_now, ctx, folder, names[0], small_id, Probe()
         )
         cpu2 = time.process_time()
         t_share, shared = retried(
@@ -158,7 +184,11 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
         cpu3 = time.process_time()
         if len(shared.chains) != per or shared.failures:
             raise Disturbed(f"status of {names[0]} saw {len(shared.chains)} chains")
+        t_ten, spread = retried(ctx, "P7 status ten", _status_all, ctx, folder, ten_id, Probe())
+        if len(spread.chains) != len(names) or spread.failures:
+            raise Disturbed(f"status of the 10-chain run saw {len(spread.chains)} chains")
         if rnd:
+            ten_t.append(t_ten.wall)
             share_t.append(t_share.wall)
             client_cpu.append(cpu1 - cpu0)
             share_cpu.append(cpu3 - cpu2)
@@ -205,7 +235,8 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
         )
     )
     _limit(ctx, _Limit(chains, per, one_t, share_t, client_cpu, share_cpu, machine, big_t))
-    _cold(ctx, folder, (run_id, chains), small.run_id)
+    _floor(ctx, chains, len(names), _Paired(big_t, ten_t, one_t))
+    _cold(ctx, folder, (run_id, chains), small_id)
     doc = child(["status", str(folder), ",".join(names), run_id, str(ctx.tmp / "state")])
     kib = doc["peak_rss_kib"]
     assert isinstance(kib, int)
@@ -327,6 +358,37 @@ def _limit(ctx: Ctx, m: _Limit) -> None:
                 "busy": busy.to_json(),
                 "projected": Summary.of(projected).to_json(),
                 "projected_ratio": proj.to_json(),
+            },
+        )
+    )
+
+
+@dataclass(frozen=True)
+class _Paired:
+    big: list[float]  # status of the whole run, wall s
+    ten: list[float]  # status of one chain on each endpoint, wall s
+    one: list[float]  # status of the 1-chain run, wall s
+
+
+def _floor(ctx: Ctx, chains: int, endpoints: int, m: _Paired) -> None:
+    """The fan-out's own cost on this rig (what bounds the ratio before any chain is read),
+    and what the chains add to it, each in units of the 1-chain poll of the same round."""
+    floor = Summary.of([t / o for t, o in zip(m.ten, m.one, strict=True)])
+    added = Summary.of([(b - t) / o for b, t, o in zip(m.big, m.ten, m.one, strict=True)])
+    ctx.rows.append(
+        Row(
+            "p7.floor",
+            f"P7 the fan-out alone: status of {endpoints} chains, one on each of the same "
+            f"{endpoints} endpoints, vs 1 chain (50 ms RTT)",
+            f"{seconds(Summary.of(m.ten))} vs {seconds(Summary.of(m.one))}",
+            ratio=f"{floor.median:.2f}x",
+            baseline=f"what the {chains} chains add to it: {added.median:.2f}x of the 1-chain poll",
+            target=f"reported (of the {STATUS_RATIO:g}x: the rig's {endpoints} endpoints on "
+            f"{os.cpu_count()} cores, before a chain is read)",
+            data={
+                "ratio": floor.to_json(),
+                "ten": Summary.of(m.ten).to_json(),
+                "added": added.to_json(),
             },
         )
     )
