@@ -104,7 +104,22 @@ def collector_paused() -> Iterator[None]:
         yield
     finally:
         if was_on:
+            _promote_survivors()
             gc.enable()
+
+
+def _promote_survivors() -> None:
+    """What the pause made and still holds (a poll's result: ~40,000 tracked objects for 10,000
+    chains, none in a cycle) to the oldest generation, with no pass over it: turned back on,
+    the collector would first scan all of it as young (20-45 ms of a 10,000-chain poll's
+    tail, after its last reply), then again as middle-aged, for objects that refcounts free.
+    ``freeze`` then ``unfreeze`` moves every tracked object to the oldest generation in two
+    list splices; a cycle among them is still found by the next full collection, which runs
+    as it would have. Not when someone else froze objects (a pre-fork server): ``unfreeze``
+    would thaw theirs."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()
 
 
 class ClusterSession:

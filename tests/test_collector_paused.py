@@ -4,6 +4,7 @@ left as it was found."""
 from __future__ import annotations
 
 import gc
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,41 @@ def test_off_inside_and_as_it_was_after(was_on: bool) -> None:
         assert gc.isenabled() is was_on
     finally:
         gc.enable()
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.other: object = None
+
+
+def test_what_it_made_is_old_after_and_a_cycle_still_collected() -> None:
+    """Turned back on, the collector does not first scan what the pause made as young: it is
+    in the oldest generation; cyclic garbage among it is still found by a full collection."""
+    gc.enable()
+    with collector_paused():
+        kept = _Node()
+        a, b = _Node(), _Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+    assert any(o is kept for o in gc.get_objects(generation=2))
+    assert not any(o is kept for o in gc.get_objects(generation=0))
+    del a, b
+    assert gone() is not None  # a cycle: refcounts alone never free it
+    gc.collect()
+    assert gone() is None
+
+
+def test_objects_someone_else_froze_stay_frozen() -> None:
+    gc.enable()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with collector_paused():
+            _Node()
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
 
 
 @pytest.fixture
