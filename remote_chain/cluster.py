@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -108,15 +109,29 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+# A process that polls on (wait, a library caller) still gets a full collection now and then:
+# the few cyclic objects a poll leaves (~70-210: asyncssh's, tenacity's) would otherwise wait
+# in the oldest generation for one that its counts may never start. Once a minute at most,
+# never in a one-poll command.
+FULL_PASS_EVERY_S = 60.0
+_last_full: list[float] = []  # when a pause last ended in a full collection (or first ended)
+
+
 def _promote_survivors() -> None:
     """What the pause made and still holds (a poll's result: ~40,000 tracked objects for 10,000
     chains, none in a cycle) to the oldest generation, with no pass over it: turned back on,
     the collector would first scan all of it as young (20-45 ms of a 10,000-chain poll's
     tail, after its last reply), then again as middle-aged, for objects that refcounts free.
     ``freeze`` then ``unfreeze`` moves every tracked object to the oldest generation in two
-    list splices; a cycle among them is still found by the next full collection, which runs
-    as it would have. Not when someone else froze objects (a pre-fork server): ``unfreeze``
-    would thaw theirs."""
+    list splices; a cycle among them is found by the next full collection (FULL_PASS_EVERY_S).
+    Not when someone else froze objects (a pre-fork server): ``unfreeze`` would thaw theirs."""
+    now = time.monotonic()
+    if not _last_full:
+        _last_full.append(now)
+    elif now - _last_full[0] >= FULL_PASS_EVERY_S:
+        _last_full[0] = now
+        gc.collect()
+        return
     if gc.get_freeze_count() == 0:
         gc.freeze()
         gc.unfreeze()

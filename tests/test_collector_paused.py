@@ -4,6 +4,7 @@ left as it was found."""
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from remote_chain import (
     Orchestrator,
     Settings,
     SubmitConfig,
+    cluster,
 )
 from remote_chain.cluster import collector_paused
 from remote_chain.remote import CommandResult, Endpoint, Remote
@@ -42,9 +44,12 @@ class _Node:
         self.other: object = None
 
 
-def test_what_it_made_is_old_after_and_a_cycle_still_collected() -> None:
+def test_what_it_made_is_old_after_and_a_cycle_still_collected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Turned back on, the collector does not first scan what the pause made as young: it is
     in the oldest generation; cyclic garbage among it is still found by a full collection."""
+    monkeypatch.setattr(cluster, "_last_full", [time.monotonic()])
     gc.enable()
     with collector_paused():
         kept = _Node()
@@ -57,6 +62,22 @@ def test_what_it_made_is_old_after_and_a_cycle_still_collected() -> None:
     assert gone() is not None  # a cycle: refcounts alone never free it
     gc.collect()
     assert gone() is None
+
+
+def test_a_process_that_polls_on_gets_a_full_collection_a_minute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A poll's few cycles are not left in the oldest generation for good: a pause that ends
+    a minute or more after the last full collection ends in one."""
+    monkeypatch.setattr(cluster, "_last_full", [time.monotonic() - cluster.FULL_PASS_EVERY_S])
+    gc.enable()
+    with collector_paused():
+        a, b = _Node(), _Node()
+        a.other, b.other = b, a
+        gone = weakref.ref(a)
+        del a, b
+    assert gone() is None  # no gc.collect() here: the pause's end made it
+    assert time.monotonic() - cluster._last_full[0] < cluster.FULL_PASS_EVERY_S
 
 
 def test_objects_someone_else_froze_stay_frozen() -> None:
