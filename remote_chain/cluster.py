@@ -13,15 +13,13 @@ it sends a script through the ``Remote`` seam, reads the answer, and decides abo
 from __future__ import annotations
 
 import datetime as dt
-import gc
-import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
+from remote_chain.collector import collector_paused
 from remote_chain.config import ClusterProfile
 from remote_chain.durations import format_duration, parse_persist
 from remote_chain.errors import (
@@ -82,59 +80,6 @@ def endpoint_for(profile: ClusterProfile, settings: Settings) -> Endpoint:
         agent_dir=settings.state_home() / "agent",
         watch=(profile.source,),
     )
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic collector off while one reply is parsed and derived, then as it was.
-
-    They make ~20 objects a chain, none in a cycle (refcounts free them all), and no other
-    task runs meanwhile (no await): with the collector on, its passes over everything the
-    process holds cost a 10,000-chain poll ~70 ms of CPU, a fifth of the client's (issue 13,
-    P7). Its counts run on, so it catches up once after.
-
-    A status command pauses it for its whole poll too (Orchestrator.status): paused reply by
-    reply, it caught up after each, and its ~13 young and one or two older passes over ten
-    replies' objects still cost ~45 ms of a 10,000-chain poll; once after the poll, ~5 ms
-    (gc.callbacks, measured). The other tasks' garbage of that second or two waits as long.
-    Nested, only the outermost turns it back on.
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            _promote_survivors()
-            gc.enable()
-
-
-# A process that polls on (wait, a library caller) still gets a full collection now and then:
-# the few cyclic objects a poll leaves (~70-210: asyncssh's, tenacity's) would otherwise wait
-# in the oldest generation for one that its counts may never start. Once a minute at most,
-# never in a one-poll command.
-FULL_PASS_EVERY_S = 60.0
-_last_full: list[float] = []  # when a pause last ended in a full collection (or first ended)
-
-
-def _promote_survivors() -> None:
-    """What the pause made and still holds (a poll's result: ~40,000 tracked objects for 10,000
-    chains, none in a cycle) to the oldest generation, with no pass over it: turned back on,
-    the collector would first scan all of it as young (20-45 ms of a 10,000-chain poll's
-    tail, after its last reply), then again as middle-aged, for objects that refcounts free.
-    ``freeze`` then ``unfreeze`` moves every tracked object to the oldest generation in two
-    list splices; a cycle among them is found by the next full collection (FULL_PASS_EVERY_S).
-    Not when someone else froze objects (a pre-fork server): ``unfreeze`` would thaw theirs."""
-    now = time.monotonic()
-    if not _last_full:
-        _last_full.append(now)
-    elif now - _last_full[0] >= FULL_PASS_EVERY_S:
-        _last_full[0] = now
-        gc.collect()
-        return
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
 
 
 class ClusterSession:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from remote_chain.cluster import collector_paused
+from remote_chain.collector import collector_paused
 from remote_chain.config import ClusterProfile, SubmitConfig
 from remote_chain.errors import (
     ConfigError,

@@ -19,9 +19,9 @@ from remote_chain import (
     Orchestrator,
     Settings,
     SubmitConfig,
-    cluster,
+    collector,
 )
-from remote_chain.cluster import collector_paused
+from remote_chain.collector import collector_paused
 from remote_chain.remote import CommandResult, Endpoint, Remote
 
 
@@ -49,7 +49,7 @@ def test_what_it_made_is_old_after_and_a_cycle_still_collected(
 ) -> None:
     """Turned back on, the collector does not first scan what the pause made as young: it is
     in the oldest generation; cyclic garbage among it is still found by a full collection."""
-    monkeypatch.setattr(cluster, "_last_full", [time.monotonic()])
+    monkeypatch.setattr(collector, "_last_full", [time.monotonic()])
     gc.enable()
     with collector_paused():
         kept = _Node()
@@ -69,7 +69,7 @@ def test_a_process_that_polls_on_gets_a_full_collection_a_minute(
 ) -> None:
     """A poll's few cycles are not left in the oldest generation for good: a pause that ends
     a minute or more after the last full collection ends in one."""
-    monkeypatch.setattr(cluster, "_last_full", [time.monotonic() - cluster.FULL_PASS_EVERY_S])
+    monkeypatch.setattr(collector, "_last_full", [time.monotonic() - collector.FULL_PASS_EVERY_S])
     gc.enable()
     with collector_paused():
         a, b = _Node(), _Node()
@@ -77,7 +77,34 @@ def test_a_process_that_polls_on_gets_a_full_collection_a_minute(
         gone = weakref.ref(a)
         del a, b
     assert gone() is None  # no gc.collect() here: the pause's end made it
-    assert time.monotonic() - cluster._last_full[0] < cluster.FULL_PASS_EVERY_S
+    assert time.monotonic() - collector._last_full[0] < collector.FULL_PASS_EVERY_S
+
+
+def test_a_commands_frozen_start_up_stays_frozen(monkeypatch: pytest.MonkeyPatch) -> None:
+    """freeze_startup (the console script's) marks what it froze, and a pause leaves it
+    frozen without counting it (a walk over ~300,000 objects)."""
+    monkeypatch.setattr(collector, "_startup_frozen", [])
+    monkeypatch.setattr(collector, "_last_full", [time.monotonic()])
+    counted: list[int] = []
+    real_count = gc.get_freeze_count
+
+    def count() -> int:
+        counted.append(1)
+        return real_count()
+
+    gc.disable()
+    try:
+        collector.freeze_startup()
+        assert gc.isenabled()
+        frozen = real_count()
+        monkeypatch.setattr(gc, "get_freeze_count", count)
+        with collector_paused():
+            _Node()
+        assert real_count() == frozen
+        assert counted == []
+    finally:
+        gc.enable()
+        gc.unfreeze()
 
 
 def test_objects_someone_else_froze_stay_frozen() -> None:

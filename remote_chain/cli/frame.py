@@ -16,7 +16,6 @@ Only typer and small modules are imported at the top (start-up time, see ``cli/_
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
 
 import typer
 
+from remote_chain.collector import freeze_startup
 from remote_chain.errors import RemoteChainError, RemoteError
 from remote_chain.records import indented_json
 
@@ -118,11 +118,8 @@ class Invocation:
 
 def collector_on() -> None:
     """The cyclic garbage collector back on, if start-up turned it off (launch.main), with
-    every object made so far frozen: they live as long as the process, and ``wait`` or
-    ``logs --follow`` must not scan them on every collection."""
-    if not gc.isenabled():
-        gc.freeze()
-        gc.enable()
+    every object made so far frozen (``collector.freeze_startup``)."""
+    freeze_startup()
 
 
 def write_json(document: object) -> None:
