@@ -16,6 +16,7 @@ Deselected, not skipped: a part shows only what it ran, and the two add up to th
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="one part of the suite: 24.11 (its per-release halves and the unit layers) or "
         "22.05 (the rest); scripts/test runs the two side by side",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's processes start with SIGHUP and SIGINT as a terminal gives them, whatever
+    started the run: under `nohup` (or `cmd &` in a script) they arrive ignored, a disposition
+    every child inherits across exec, and the console script then rightly runs each command
+    itself rather than through a launcher (launch.launched: a relay would catch what its
+    caller ignores), which the launcher's tests would read as a launcher that serves nothing.
+    (A CI rehearsal under `nohup` failed them so, 2026-12-03.)"""
+    del config
+    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def part_of(item: pytest.Item) -> str:
