@@ -65,7 +65,7 @@ def main() -> None:
         # Start-up allocates ~300,000 objects (imports, typer, pydantic models) and frees
         # almost none: the cyclic collector's passes over them cost a cold command ~25 ms
         # of its ~0.25 s (issue 13, P9). Off until the command's event loop starts
-        # (cli/frame.py, collector_on), where everything so far is frozen out of its way.
+        # (collector.freeze_startup), where everything so far is frozen out of its way.
         gc.disable()
         from remote_chain.cli import main as cli_main  # noqa: PLC0415 - only without a launcher
 

@@ -222,10 +222,10 @@ def test_the_collector_is_off_through_start_up_and_on_in_the_event_loop() -> Non
     code = (
         "import gc, sys\n"
         "import remote_chain.cli as cli\n"
-        "from remote_chain.cli import frame\n"
+        "from remote_chain import collector\n"
         "def fake_main():\n"
         "    before = gc.isenabled()\n"
-        "    frame.collector_on()\n"
+        "    collector.freeze_startup()\n"
         "    print(before, gc.isenabled(), gc.get_freeze_count() > 10000)\n"
         "cli.main = fake_main\n"
         "sys.argv = ['remote-chain', 'status']\n"
@@ -242,9 +242,9 @@ def test_the_collector_is_left_alone_when_it_is_on() -> None:
     keeps it as it was: nothing is frozen."""
     code = (
         "import gc\n"
-        "from remote_chain.cli import frame\n"
+        "from remote_chain import collector\n"
         "frozen = gc.get_freeze_count()\n"
-        "frame.collector_on()\n"
+        "collector.freeze_startup()\n"
         "print(gc.isenabled(), gc.get_freeze_count() == frozen)\n"
     )
     done = _python(code)

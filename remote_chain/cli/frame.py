@@ -93,7 +93,7 @@ class Invocation:
             async with self.orchestrator() as rc:
                 box.append(await flow(rc))
 
-        collector_on()
+        freeze_startup()
         anyio.run(main, backend="asyncio")
         return box[0]
 
@@ -114,12 +114,6 @@ class Invocation:
             write_json(document)
         else:
             stdout_console().print(view())
-
-
-def collector_on() -> None:
-    """The cyclic garbage collector back on, if start-up turned it off (launch.main), with
-    every object made so far frozen (``collector.freeze_startup``)."""
-    freeze_startup()
 
 
 def write_json(document: object) -> None:
