@@ -167,7 +167,11 @@ class RunIndex:
     """The entries of one folder. An entry read or written is kept with its file's stamp and
     given again while the file is unchanged: a status poll reads its run's entry to know where
     to look and again to keep what it saw, and a 10,000-chain entry costs ~7 ms to parse
-    (issue 13, P7; a ``wait`` reads it every poll). Entries are shared: never mutate one."""
+    (issue 13, P7; a ``wait`` reads it every poll). Entries are shared: never mutate one.
+    At most KEPT entries are kept (the latest read or written): ``runs`` reads them all, and
+    a long-lived caller should not hold every run it ever listed."""
+
+    KEPT = 8
 
     def __init__(self, folder: Path):
         self.folder = folder
@@ -187,7 +191,7 @@ class RunIndex:
             # between is another inode, read afresh.
             stamp = _stamp(os.fstat(fd))
         os.replace(tmp, self._path(run.run_id))
-        self._read[run.run_id] = (stamp, run)
+        self._keep(run.run_id, stamp, run)
 
     def load(self, run_id: str) -> IndexedRun | None:
         try:
@@ -204,8 +208,14 @@ class RunIndex:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("index_entry_unreadable", run_id=run_id, error=str(exc))
             return None
-        self._read[run_id] = (stamp, run)
+        self._keep(run_id, stamp, run)
         return run
+
+    def _keep(self, run_id: str, stamp: _Stamp, run: IndexedRun) -> None:
+        self._read.pop(run_id, None)
+        self._read[run_id] = (stamp, run)  # the newest last: a dict keeps insertion order
+        while len(self._read) > self.KEPT:
+            del self._read[next(iter(self._read))]
 
     def recent(self, limit: int | None = 10) -> list[IndexedRun]:
         """The newest ``limit`` runs (all with None): generated ids newest first, then others."""

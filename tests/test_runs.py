@@ -116,6 +116,19 @@ def test_an_entry_is_read_again_whenever_its_file_changed(tmp_path: Path) -> Non
     assert index.load("rc-1") is None
 
 
+def test_the_index_keeps_only_its_latest_entries(tmp_path: Path) -> None:
+    """Listing many runs does not keep them all: the latest KEPT, the oldest read again."""
+    index = RunIndex(tmp_path)
+    runs = [IndexedRun(f"rc-{i}", "2026-12-01") for i in range(RunIndex.KEPT + 2)]
+    for run in runs:
+        index.save(run)
+    assert index.load(runs[-1].run_id) is runs[-1]
+    first = index.load(runs[0].run_id)
+    assert first is not None
+    assert first is not runs[0]
+    assert first.run_id == runs[0].run_id
+
+
 def test_last_state_is_one_word_or_counts() -> None:
     """All chains in one state show that state; mixed states show counts."""
     run = IndexedRun("rc-x", "", {}, {"eos/a": "running", "eos/b": "running"})
