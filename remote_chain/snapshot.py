@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
 from remote_chain.frozen import quick_init
-from remote_chain.layout import CHAIN_FILES
 from remote_chain.models import Executor, JobId, SacctRecord
 from remote_chain.sacct import (
     QueuedJob,
@@ -51,14 +50,22 @@ class FileRead:
     content: str = ""
 
 
+MISSING = FileRead("missing")
+
+
 @quick_init  # made by the thousand in a poll (frozen.py)
 @dataclass(frozen=True)
 class ChainFiles:
     run_id: str
     benchmark: str
     remote_dir: str
+    # The chain's files that exist, by kind (layout.CHAIN_FILES): the exec sends no others.
     files: dict[str, FileRead]
     cancel_marker: bool
+
+    def file(self, kind: str) -> FileRead:
+        """What the exec read of one file; ``MISSING`` when it does not exist."""
+        return self.files.get(kind, MISSING)
 
 
 @dataclass(frozen=True)
@@ -118,9 +125,6 @@ def _final(targets: Sequence[Target]) -> dict[JobId, SacctRecord]:
     return parse_sacct("\n".join(t.final for t in targets if t.final))
 
 
-_MISSING = {kind: FileRead("missing") for kind in CHAIN_FILES}
-
-
 @dataclass
 class _Run:
     exists: bool = False
@@ -128,16 +132,12 @@ class _Run:
     created: str | None = None
 
 
-@dataclass
-class _Bench:
-    marker: bool
-    files: dict[str, FileRead] = field(default_factory=dict)
-
-
 def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
     """Turn the status script's records (wire.py) into a Snapshot; unknown ones are skipped."""
     runs: dict[int, _Run] = {}
-    benches: dict[tuple[int, str], _Bench] = {}
+    # Run index -> chain -> (its cancel marker, its files), in the order sent; a chain sent
+    # twice keeps its place and its last record.
+    benches: dict[int, dict[str, tuple[bool, dict[str, FileRead]]]] = {}
     missing: dict[int, list[str]] = {}
     unreadable: dict[int, list[str]] = {}
     sacct_text, sacct_ok, squeue_text, squeue_ok = "", True, "", True
@@ -157,7 +157,7 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
                     parts[k]: FileRead(parts[k + 1], parts[k + 2] if parts[k + 1] == "ok" else "")
                     for k in range(4, size, 3)
                 }
-            benches[(int(parts[1]), parts[2])] = _Bench(parts[3] == "1", files)
+            benches.setdefault(int(parts[1]), {})[parts[2]] = (parts[3] == "1", files)
         elif kind == "RUN" and size >= 3:
             created = parts[3].strip() or None if size > 3 else None
             record = parts[4] or None if size > 4 else None
@@ -167,9 +167,9 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
         elif kind == "UNREADABLE" and size == 3 and parts[1].isdigit():
             unreadable.setdefault(int(parts[1]), []).append(parts[2])
         elif kind == "FILE" and len(parts) == 6:  # a file above INLINE_FILE_BYTES, base64
-            big = benches.get((int(parts[1]), parts[3]))
+            big = benches.get(int(parts[1]), {}).get(parts[3])
             if big is not None:
-                big.files[parts[2]] = FileRead(parts[4], parts[5] if parts[4] == "ok" else "")
+                big[1][parts[2]] = FileRead(parts[4], parts[5] if parts[4] == "ok" else "")
         elif kind == "SACCT" and len(parts) == 3:
             sacct_ok, sacct_text = parts[1] == "0", parts[2]
         elif kind == "SQUEUE" and len(parts) == 3:
@@ -178,18 +178,18 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
             squeue_ok, squeue_text = parts[2] == "0", parts[1]
         elif kind == "LIVE":
             live.add(parts[1])
-    by_run: dict[int, list[tuple[str, _Bench]]] = {}
-    for (j, name), b in benches.items():
-        by_run.setdefault(j, []).append((name, b))
     run_files = []
     for i, target in enumerate(targets):
         run = runs.get(i, _Run())
+        # A file the script left out does not exist (status.bash sends only those that do):
+        # it is absent from ``files`` (ChainFiles.file). Filling in the five a held chain
+        # lacks cost 10,000 chains a dict each, and derive a look at each (issue 13, P7).
+        run_id, run_dir = target.run_id, target.run_dir
         chains = tuple(
-            # A file the script left out does not exist (status.bash sends only those that do).
-            ChainFiles(
-                target.run_id, name, f"{target.run_dir}/{name}", _MISSING | b.files, b.marker
-            )
-            for name, b in by_run.get(i, ())
+            [
+                ChainFiles(run_id, name, f"{run_dir}/{name}", files, marker)
+                for name, (marker, files) in benches.get(i, {}).items()
+            ]
         )
         run_files.append(
             RunFiles(

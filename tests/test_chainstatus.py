@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from remote_chain.chainstatus import derive, parse_events
@@ -150,6 +152,18 @@ CASES = [
 def test_derive(chain_files: ChainFiles, snapshot: Snapshot, state: ChainStateName) -> None:
     """Each situation maps to one state; missing evidence is unknown, never done."""
     assert derive("c", chain_files, snapshot).state is state
+
+
+@pytest.mark.parametrize(("chain_files", "snapshot", "state"), CASES)
+def test_a_file_not_sent_is_a_missing_one(
+    chain_files: ChainFiles, snapshot: Snapshot, state: ChainStateName
+) -> None:
+    """The exec sends only the files that exist (snapshot.parse_status_output): a kind absent
+    from ``files`` derives exactly as one read as "missing", whole status alike."""
+    sent = {k: r for k, r in chain_files.files.items() if r.status != "missing"}
+    absent = replace(chain_files, files=sent)
+    assert derive("c", absent, snapshot) == derive("c", chain_files, snapshot)
+    assert derive("c", absent, snapshot).state is state
 
 
 def test_jobs_list_the_whole_chain_in_order() -> None:

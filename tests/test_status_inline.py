@@ -67,7 +67,8 @@ def test_any_small_file_round_trips(tmp_path_factory: pytest.TempPathFactory, co
     (chain,) = snap.runs[0].chains
     assert chain.files["events"].status == "ok"
     assert chain.files["events"].content == content
-    assert chain.files["chain"].status == "missing"
+    assert "chain" not in chain.files  # not sent: it does not exist
+    assert chain.file("chain").status == "missing"
 
 
 def test_big_and_oversized_files_take_the_other_paths(tmp_path: Path) -> None:
