@@ -8,7 +8,9 @@ cancelled as root at the end. Measured:
 - the submit: one invocation, one exec per cluster; each cluster's exec time divided by its
   benchmarks is the remote time per benchmark;
 - status of the whole run vs status of a 1-chain run on one of the same endpoints,
-  interleaved, execs per cluster per poll, and the largest exec request sent;
+  interleaved, as a user runs it (``remote-chain status RUN --json``, a new process each: the
+  measure of issue 13's targets) and warm, inside this process; execs per cluster per poll,
+  and the largest exec request sent;
 - the fan-out's own cost here: status of a 10-chain run, one held chain on each of the same
   ten endpoints, vs the 1-chain run, in the same rounds. Ten connections, ten login shells,
   ten ``squeue`` and ten sshd sessions on this machine's two cores before a single chain more
@@ -209,7 +211,8 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
     ctx.rows.append(
         Row(
             "p7.status",
-            f"P7 status of {chains} chains over {len(names)} clusters vs 1 chain (50 ms RTT)",
+            f"P7 warm status (in one process) of {chains} chains over {len(names)} clusters "
+            "vs 1 chain (50 ms RTT)",
             f"{seconds(b)} vs {seconds(o)}",
             ratio=f"{ratio.median:.2f}x",
             baseline=f"execs per cluster per poll: {sorted(set(polls))}; "
@@ -228,7 +231,8 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
     )
     ctx.verdicts.append(
         Verdict(
-            f"P7 status of {chains} chains <= {STATUS_RATIO:g}x a 1-chain run, 1 exec per cluster",
+            f"P7 warm status (in one process) of {chains} chains <= {STATUS_RATIO:g}x a "
+            "1-chain run, 1 exec per cluster",
             ratio.median <= STATUS_RATIO and set(polls) == {1},
             f"{ratio.median:.2f}x ({b.median:.3f} s vs {o.median:.3f} s, paired median of "
             f"{ratio.n}); execs per cluster per poll {sorted(set(polls))}",
@@ -298,7 +302,8 @@ def _cold(ctx: Ctx, folder: Path, big: tuple[str, int], one_run: str) -> None:
     )
     ctx.verdicts.append(
         Verdict(
-            f"P7 cold status of {chains} chains <= {STATUS_RATIO:g}x a 1-chain run (new processes)",
+            f"P7 status of {chains} chains <= {STATUS_RATIO:g}x a 1-chain run, as a user runs "
+            "it (a new process each)",
             cold.median <= STATUS_RATIO,
             f"{cold.median:.2f}x ({cb.median:.3f} s vs {co.median:.3f} s, paired median of "
             f"{cold.n})",
