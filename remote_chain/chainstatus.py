@@ -90,9 +90,9 @@ _INT_FILES = {"walltime": WALLTIME_FILE, "retries": RETRIES_FILE}
 
 
 def _int_file(files: ChainFiles, kind: str, problems: list[str]) -> int | None:
-    read = files.files.get(kind)
+    read = files.file(kind)
     name = _INT_FILES[kind]
-    if read is None or read.status == "missing":
+    if read.status == "missing":
         return 0
     if read.status != "ok":
         problems.append(f"{name}: {read.status}")
@@ -105,8 +105,8 @@ def _int_file(files: ChainFiles, kind: str, problems: list[str]) -> int | None:
 
 
 def _chain_ids(files: ChainFiles, problems: list[str]) -> list[JobId]:
-    read = files.files.get("chain")
-    if read is None or read.status == "missing":
+    read = files.file("chain")
+    if read.status == "missing":
         return []
     if read.status != "ok":
         problems.append(f"{CHAIN_FILE}: {read.status}")
@@ -365,8 +365,8 @@ def _chain_state(  # noqa: PLR0917 - private, called once
 def _shell_state(first_id: str, files: ChainFiles, snap: Snapshot) -> ChainStateName:
     if first_id and first_id in snap.live_pids:
         return ChainStateName.RUNNING
-    exit_read = files.files.get("exit")
-    if exit_read is None or exit_read.status != "ok":
+    exit_read = files.file("exit")
+    if exit_read.status != "ok":
         return ChainStateName.CANCELLED if files.cancel_marker else ChainStateName.UNKNOWN
     code = exit_read.content.strip()
     return ChainStateName.COMPLETED if code == "0" else ChainStateName.FAILED
