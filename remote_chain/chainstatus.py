@@ -232,8 +232,8 @@ def _status(  # noqa: PLR0917 - a private constructor helper, every field positi
         walltime,
         retries,
         files.remote_dir,
-        "; ".join(problems) if problems else None,
-        tuple(warnings) if warnings else (),
+        "; ".join(problems) or None,
+        tuple(warnings),
         time_limit_s,
     )
 
