@@ -141,10 +141,10 @@ def derive(
     chain_ids = _chain_ids(files, problems) if "chain" in got else []
     walltime = _int_file(files, "walltime", problems) if "walltime" in got else 0
     retries = _int_file(files, "retries", problems) if "retries" in got else 0
-    events_read = got.get("events")
-    events = parse_events(events_read.content) if events_read and events_read.content else []
-    first = got.get("first")
-    first_id = first.content.strip() if first and first.status == "ok" else ""
+    events_read = files.file("events")
+    events = parse_events(events_read.content) if events_read.content else []
+    first = files.file("first")
+    first_id = first.content.strip() if first.status == "ok" else ""
     for ev in events:
         if ev.kind == EventKind.CORRUPT_STATE:
             problems.append(f"{' '.join(ev.args)} (job {ev.job_id} stopped on it)")

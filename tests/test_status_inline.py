@@ -11,10 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from remote_chain import wire
 from remote_chain._template import INLINE_FILE_BYTES, MAX_FILE_BYTES
 from remote_chain.remote.markers import wrap
 from remote_chain.script import CHAIN_FILE, EVENTS_FILE
 from remote_chain.snapshot import (
+    FileRead,
     Snapshot,
     Target,
     parse_status_output,
@@ -108,3 +110,38 @@ def test_multibyte_text_at_the_inline_limit_round_trips(tmp_path: Path, extra: i
     (chain,) = _status(bench.parent).runs[0].chains
     assert chain.files["events"].status == "ok"
     assert chain.files["events"].content == text
+
+
+def test_records_become_each_runs_chains_in_the_order_sent() -> None:
+    """parse_status_output, pure: each run's chains in the order sent, a chain sent twice in its
+    first place with its last record (status.bash may send one again after a fallback), a FILE
+    record (a big file, base64) added to its own chain's files, nothing to another run's."""
+    text = "".join(
+        [
+            wire.encode("RUN", "0", "1", "", ""),
+            wire.encode("RUN", "1", "1", "", ""),
+            wire.encode("BENCH", "0", "b", "0", "first", "ok", "11\n"),
+            wire.encode("BENCH", "1", "b", "1", "first", "ok", "21\n"),
+            wire.encode("BENCH", "0", "a", "0", "first", "ok", "12\n"),
+            wire.encode("BENCH", "0", "b", "1", "first", "ok", "13\n", "chain", "ok", "13\n"),
+            wire.encode("FILE", "0", "events", "a", "ok", b"1 12 decided start\n"),
+            "DONE\n",
+        ]
+    )
+    snap = parse_status_output(text, [Target("rc-1", "/w/rc-1"), Target("rc-2", "/w/rc-2")])
+    zero, one = snap.runs
+    assert [c.benchmark for c in zero.chains] == ["b", "a"]
+    b, a = zero.chains
+    assert b.cancel_marker is True
+    assert b.file("first").content == "13\n"
+    assert b.file("chain").content == "13\n"
+    assert a.file("events") == FileRead("ok", "1 12 decided start\n")
+    assert a.file("chain").status == "missing"
+    assert a.remote_dir == "/w/rc-1/a"
+    (other,) = one.chains
+    assert (other.run_id, other.remote_dir, other.file("first").content) == (
+        "rc-2",
+        "/w/rc-2/b",
+        "21\n",
+    )
+    assert "events" not in other.files
