@@ -173,77 +173,10 @@ def _rendered(name: str) -> str:
     return PLACEHOLDER.sub(lambda m: subs.get(m.group(), m.group()), text)
 
 
-# Templates that become a job's script (job.sh, read by people and by sbatch once a link):
-# sent as written. Every other template is a client exec, sent with each command.
-JOB_TEMPLATES = frozenset({"prologue.bash"})
-
-
-@functools.cache
-def _compact(name: str) -> str:
-    """A client exec's template without its comment lines, blank lines and indentation: what
-    bash runs is the same (tests/test_template_compact.py compares bash's own listing of the
-    code, ``declare -f``, before and after), in ~2/5 of the bytes. The status exec was 35 KB:
-    it rides twice in each exec (the env request and stdin, markers.py), is encrypted, sent
-    and decrypted, and read by bash on the login node, with every poll (issue 13, P7 and P9).
-    Per-render data (a submit's payload) is substituted after, never touched."""
-    out: list[str] = []
-    quote, heredoc, joined = "", "", False
-    for written in _rendered(name).split("\n"):
-        if heredoc:  # a here-document's lines are data, kept as they are
-            out.append(written)
-            heredoc = "" if written == heredoc else heredoc
-            continue
-        line = written
-        if not quote and not joined:  # the line starts as code: a comment or indentation goes
-            line = written.lstrip()
-            if not line or line.startswith("#"):
-                continue
-        out.append(line)
-        quote, heredoc, joined = _scan(line, quote)
-    return "\n".join(out)
-
-
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
-
-
-def _scan(line: str, quote: str) -> tuple[str, str, bool]:
-    """The quote still open at the end of a bash line ("" none, "'", '"', or "$'" for
-    $'...'), the delimiter of a here-document it starts, and whether it ends in a line
-    continuation. Enough of bash's quoting for the templates; the test holds it to bash."""
-    i, heredoc = 0, ""
-    while i < len(line):
-        c = line[i]
-        if quote == "'":
-            quote = "" if c == "'" else quote
-        elif quote in {'"', "$'"}:
-            if c == "\\":
-                i += 1
-            elif c == quote[-1]:
-                quote = ""
-        elif c == "\\":
-            if i == len(line) - 1:
-                return quote, heredoc, True
-            i += 1
-        elif c == "'":
-            quote = "$'" if line[i - 1 : i] == "$" else "'"
-        elif c == '"':
-            quote = '"'
-        elif c == "#" and (i == 0 or line[i - 1] in " \t;|&()"):
-            break  # a comment to the end of the line
-        elif line.startswith("<<", i) and not line.startswith("<<<", i):
-            m = _HEREDOC.match(line, i)
-            if m:
-                heredoc = m.group(2)
-                i = m.end() - 1
-        i += 1
-    return quote, heredoc, False
-
-
 def render_template(name: str, subs: Mapping[str, str] | None = None) -> str:
     """The template with each ``__KEY__`` replaced (``template_subs``, then ``subs``: only
-    per-render data); its leading comment block is dropped, and a client exec's comments and
-    indentation too (``_compact``)."""
-    text = _rendered(name) if name in JOB_TEMPLATES else _compact(name)
+    per-render data); its leading comment block is dropped."""
+    text = _rendered(name)
     for key, value in (subs or {}).items():
         text = text.replace(key, value)
     return text

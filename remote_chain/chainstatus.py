@@ -13,7 +13,6 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from remote_chain.frozen import quick_init
 from remote_chain.layout import CHAIN_FILE, RETRIES_FILE, WALLTIME_FILE, EventKind
 from remote_chain.limits import refusal_limit
 from remote_chain.models import (
@@ -32,7 +31,6 @@ if TYPE_CHECKING:  # read, never made here: a submit imports none of the status 
     from remote_chain.snapshot import ChainFiles, Snapshot
 
 
-@quick_init  # made by the thousand in a poll (frozen.py)
 @dataclass(frozen=True)
 class JobView(Record):
     job_id: JobId
@@ -46,7 +44,6 @@ class JobView(Record):
     end: str = field(default="", metadata=json_meta(empty_null=True))
 
 
-@quick_init  # made by the thousand in a poll (frozen.py)
 @dataclass(frozen=True)
 class ChainStatus(Record):
     cluster: str

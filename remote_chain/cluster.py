@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from remote_chain.collector import collector_paused
 from remote_chain.config import ClusterProfile
 from remote_chain.durations import format_duration, parse_persist
 from remote_chain.errors import (
@@ -277,9 +276,8 @@ class ClusterSession:
 
         async def poll() -> Polled:
             text = await self.read(script, what="status")
-            with collector_paused():
-                snap = parse_status_output(text, targets)
-                return Polled(snap, statuses(self.name, snap, self.profile.executor))
+            snap = parse_status_output(text, targets)
+            return Polled(snap, statuses(self.name, snap, self.profile.executor))
 
         if not retry_lag:
             return (await poll()).chains

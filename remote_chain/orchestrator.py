@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
-from remote_chain.collector import collector_paused
 from remote_chain.config import ClusterProfile, SubmitConfig
 from remote_chain.errors import (
     ConfigError,
@@ -223,21 +222,18 @@ class Orchestrator(Fleet):
         not in the index when no cluster is named.
         """
         targets = self._targets(run_id, clusters, benchmarks)
-        with collector_paused():  # the whole poll: one pass of the collector after, not ten
-            results, failures = await self._fan_out(
-                list(targets),
-                lambda name: self.session(name).status([targets[name]], retry_lag=retry_lag),
-            )
-            chains = [c for name in targets for c in results.get(name, [])]
-            missing = [
-                ClusterFailure(
-                    name, NotFoundError(f"no run {run_id} under {targets[name].run_dir}")
-                )
-                for name in targets
-                if name in results and not results[name]
-            ]
-            result = StatusResult(run_id, tuple(chains), tuple(failures + missing))
-            note_status(self.index, [result])
+        results, failures = await self._fan_out(
+            list(targets),
+            lambda name: self.session(name).status([targets[name]], retry_lag=retry_lag),
+        )
+        chains = [c for name in targets for c in results.get(name, [])]
+        missing = [
+            ClusterFailure(name, NotFoundError(f"no run {run_id} under {targets[name].run_dir}"))
+            for name in targets
+            if name in results and not results[name]
+        ]
+        result = StatusResult(run_id, tuple(chains), tuple(failures + missing))
+        note_status(self.index, [result])
         return result
 
     async def status_recent(
@@ -257,12 +253,11 @@ class Orchestrator(Fleet):
         else:
             runs = self.index.recent(limit)
         per_cluster = recent_targets(runs, self._cluster_names(clusters), dt.datetime.now(dt.UTC))
-        with collector_paused():  # as status's
-            results, failures = await self._fan_out(
-                list(per_cluster), lambda name: self.session(name).status(per_cluster[name])
-            )
-            out = per_run(runs, results, failures)
-            note_status(self.index, out)
+        results, failures = await self._fan_out(
+            list(per_cluster), lambda name: self.session(name).status(per_cluster[name])
+        )
+        out = per_run(runs, results, failures)
+        note_status(self.index, out)
         return out
 
     async def wait(

@@ -1,7 +1,6 @@
-"""Private Unix sockets: the checks the agent and the warm launcher share (issue 13, P8).
+"""Private Unix sockets: the checks of the agent's socket and of its clients.
 
-Stdlib only (and ``errors``): the launcher's thin client runs these before anything heavy is
-imported. A socket of ours lives in a folder of mode 700 owned by us (``lstat``: no symlink),
+A socket of ours lives in a folder of mode 700 owned by us (``lstat``: no symlink),
 is itself mode 600 and ours, and every peer's uid is read with ``SO_PEERCRED``.
 """
 

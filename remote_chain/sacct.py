@@ -13,7 +13,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from remote_chain._template import render_template
-from remote_chain.frozen import quick_init
 from remote_chain.limits import ACCOUNTING_POLICY, LIMIT_REASONS
 from remote_chain.models import JOB_ID_RE, JobId, SacctRecord, SlurmState
 
@@ -132,7 +131,6 @@ def parse_sacct(text: str) -> dict[JobId, SacctRecord]:
     return records
 
 
-@quick_init  # made by the thousand in a poll (frozen.py)
 @dataclass(frozen=True)
 class QueuedJob:
     state: SlurmState

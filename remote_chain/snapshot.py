@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from remote_chain._template import render_template
-from remote_chain.frozen import quick_init
 from remote_chain.models import Executor, JobId, SacctRecord
 from remote_chain.sacct import (
     QueuedJob,
@@ -43,7 +42,6 @@ class Target:
     time_limits: Mapping[str, int] | None = None
 
 
-@quick_init  # made by the thousand in a poll (frozen.py)
 @dataclass(frozen=True)
 class FileRead:
     status: str  # "ok" | "missing" | "unreadable" | "toolarge"
@@ -53,7 +51,6 @@ class FileRead:
 MISSING = FileRead("missing")
 
 
-@quick_init  # made by the thousand in a poll (frozen.py)
 @dataclass(frozen=True)
 class ChainFiles:
     run_id: str

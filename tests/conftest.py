@@ -38,10 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """The suite's processes start with SIGHUP and SIGINT as a terminal gives them, whatever
     started the run: under `nohup` (or `cmd &` in a script) they arrive ignored, a disposition
-    every child inherits across exec, and the console script then rightly runs each command
-    itself rather than through a launcher (launch.launched: a relay would catch what its
-    caller ignores), which the launcher's tests would read as a launcher that serves nothing.
-    (A CI rehearsal under `nohup` failed them so, 2026-12-03.)"""
+    every child inherits across exec, and the tests that hang up a shell or press Ctrl-C on a
+    command would see them ignored."""
     del config
     if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
         signal.signal(signal.SIGHUP, signal.SIG_DFL)

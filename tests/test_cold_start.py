@@ -1,5 +1,5 @@
-"""A cold command's start-up (issue 13, P9): what the CLI and logging import, and the exit
-without interpreter teardown keeping every byte and the exit code."""
+"""A cold command's start-up: what the CLI and logging import, and the console script's exit
+code and output."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-
-from remote_chain.cli import app
-from remote_chain.cli.oneshot import command_app, named_command
 
 REPO = Path(__file__).resolve().parent.parent
 HEAVY = ("asyncssh", "rich", "yaml", "pydantic", "structlog")
@@ -124,7 +121,7 @@ print(sorted(m for m in {STATUS_MODULES!r} if m in sys.modules))
 
 
 def test_main_exits_with_the_code_and_flushed_output() -> None:
-    """main() skips the teardown but keeps stdout, stderr and the exit code."""
+    """main() exits with the command's code, its stdout and stderr written whole."""
     run = "from remote_chain.cli import main; main()"
     version = _python(run, "--version")
     assert version.returncode == 0
@@ -151,101 +148,3 @@ def test_python_dash_m_runs_the_cli_package() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("remote-chain ")
-
-
-# Argv that names one command (built alone) and argv that does not (the whole app), each
-# run both ways: the one-command app must say exactly what the whole app says.
-ONE_COMMAND_ARGVS = [
-    ["status", "--help"],
-    ["-v", "--log-format", "json", "submit", "--help"],
-    ["--clusters-dir=/nonexistent-dir", "-vv", "cancel"],
-    ["status", "--limit", "0"],
-    ["status", "--no-such-option"],
-    ["status", "a", "b"],
-    ["--clusters-dir", "/nonexistent-dir", "status", "rc-x", "-c", "nope", "--json"],
-    ["render", "--help"],
-    ["--help"],
-    ["agent", "--help"],
-    ["forget", "--help"],
-    ["statu"],
-    [],
-]
-
-
-def test_one_command_app_says_what_the_whole_app_says(tmp_path: Path) -> None:
-    """``oneshot.command_app`` builds only the named command; stdout, stderr and the exit
-    code are byte for byte those of the whole app (FULL_PREBUILT, the launcher's path)."""
-    env_state = {"REMOTE_CHAIN_STATE_DIR": str(tmp_path), "REMOTE_CHAIN_LAUNCHER": "off"}
-    one = "from remote_chain.cli import main; main()"
-    whole = "import remote_chain.cli.oneshot as o; o.FULL_PREBUILT = True\n" + one
-    for argv in ONE_COMMAND_ARGVS:
-        got = [
-            subprocess.run(
-                [sys.executable, "-c", code, *argv],
-                capture_output=True,
-                timeout=60,
-                env={**os.environ, "PYTHONPATH": str(REPO), **env_state},
-                check=False,
-            )
-            for code in (one, whole)
-        ]
-        assert (got[0].returncode, got[0].stdout, got[0].stderr) == (
-            got[1].returncode,
-            got[1].stdout,
-            got[1].stderr,
-        ), argv
-        assert got[0].stdout or got[0].stderr, argv  # each says something
-
-
-def test_only_a_plainly_named_top_level_command_is_built_alone() -> None:
-    """Global options are skipped; help, version, groups, merged groups' commands and typos
-    take the whole app."""
-    assert named_command(["-vv", "--clusters-dir", "d", "--log-format=json", "status"]) == (
-        "status"
-    )
-    assert named_command(["--clusters-dir", "status", "submit"]) == "submit"
-    for argv in (["--help"], ["-h"], ["--version"], ["--", "status"], ["-x", "status"], []):
-        assert named_command(argv) is None, argv
-    alone = command_app(app, ["-v", "status", "rc-x"])
-    assert alone is not app
-    assert [c.callback.__name__ for c in alone.registered_commands if c.callback] == ["status"]
-    assert alone.registered_groups == []
-    assert len(app.registered_commands) > 1  # the app itself untouched
-    for argv in (["agent", "status"], ["forget"], ["statu"], ["--help"]):
-        assert command_app(app, argv) is app, argv
-
-
-def test_the_collector_is_off_through_start_up_and_on_in_the_event_loop() -> None:
-    """The console script runs the command with the cyclic collector off (start-up frees
-    almost nothing it allocates), and the command's event loop runs with it on again, every
-    start-up object frozen out of its scans: `wait` collects as any long process must."""
-    code = (
-        "import gc, sys\n"
-        "import remote_chain.cli as cli\n"
-        "from remote_chain import collector\n"
-        "def fake_main():\n"
-        "    before = gc.isenabled()\n"
-        "    collector.freeze_startup()\n"
-        "    print(before, gc.isenabled(), gc.get_freeze_count() > 10000)\n"
-        "cli.main = fake_main\n"
-        "sys.argv = ['remote-chain', 'status']\n"
-        "import os; os.environ['REMOTE_CHAIN_LAUNCHER'] = 'off'\n"
-        "from remote_chain.launch import main\n"
-        "main()\n"
-    )
-    done = _python(code)
-    assert done.stdout.split() == ["False", "True", "True"], done.stderr
-
-
-def test_the_collector_is_left_alone_when_it_is_on() -> None:
-    """A process that never turned the collector off (a test, the warm launcher's child)
-    keeps it as it was: nothing is frozen."""
-    code = (
-        "import gc\n"
-        "from remote_chain import collector\n"
-        "frozen = gc.get_freeze_count()\n"
-        "collector.freeze_startup()\n"
-        "print(gc.isenabled(), gc.get_freeze_count() == frozen)\n"
-    )
-    done = _python(code)
-    assert done.stdout.split() == ["True", "True"], done.stderr

@@ -51,11 +51,10 @@ def test_pure_module_imports_no_io(module: str) -> None:
 
 def test_only_the_ssh_module_imports_asyncssh() -> None:
     """asyncssh is imported only by the seam's implementation: the transport and its
-    reading of the ssh config (asyncssh's own parser, issue 11), and its short authentication
-    (fastauth, issue 13)."""
+    reading of the ssh config (asyncssh's own parser)."""
     users = sorted(
         str(p.relative_to(PACKAGE))
         for p in PACKAGE.rglob("*.py")
         if "import asyncssh" in p.read_text() or "from asyncssh" in p.read_text()
     )
-    assert users == ["remote/fastauth.py", "remote/ssh.py", "remote/sshconfig.py"]
+    assert users == ["remote/ssh.py", "remote/sshconfig.py"]

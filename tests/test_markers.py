@@ -19,6 +19,7 @@ from remote_chain.remote.markers import (
     REMOTE_COMMAND,
     SCRIPT_ENV,
     SCRIPT_ENV_MAX_BYTES,
+    STDIN_WANTED,
     MarkerError,
     env_cap,
     script_env,
@@ -81,7 +82,9 @@ def test_remote_command_reads_the_script_from_stdin() -> None:
     """The remote command lines are fixed and carry no script, whatever the login shell: no
     `!` (tcsh history) or newline, single quotes only, so every login shell passes it as is."""
     assert REMOTE_COMMAND == "bash -l -s"
-    assert EXEC_COMMAND == """bash -l -c 'eval "${LC_REMOTE_CHAIN:-$(cat)}"'"""
+    assert EXEC_COMMAND == (
+        """bash -l -c 'eval "${LC_REMOTE_CHAIN:-$(echo __REMOTE_CHAIN_STDIN__ >&2; cat)}"'"""
+    )
     assert EXEC_COMMAND.count("'") == 2
     assert not set("!\n") & set(EXEC_COMMAND)
 
@@ -121,11 +124,13 @@ def test_the_cap_is_openssh_s_only_for_openssh() -> None:
 
 @pytest.mark.parametrize("via_env", [True, False])
 def test_exec_command_runs_the_same_script_from_env_or_stdin(via_env: bool) -> None:
-    """Either way the same wrapped script runs once, the variable unset before it starts:
-    with the env request accepted, stdin (also sent) is left unread."""
+    """Either way the same wrapped script runs once, the variable unset before it starts;
+    only without the variable does the command ask for stdin (one line on stderr)."""
     wrapped, nonce = wrap(f"echo ${{{SCRIPT_ENV}-unset}}; env | grep -c ^{SCRIPT_ENV}= ; exit 3")
-    stdout, _ = run_exec(wrapped, via_env=via_env)
+    stdout, stderr = run_exec(wrapped, via_env=via_env)
     assert unwrap(stdout, nonce) == ("unset\n0\n", 3, "")
+    asked = split_stderr(stderr, nonce)[1]
+    assert asked == ("" if via_env else f"{STDIN_WANTED}\n")
 
 
 def test_an_empty_env_value_means_stdin() -> None:

@@ -25,7 +25,7 @@ from remote_chain.errors import (
     RemoteTimeout,
 )
 from remote_chain.remote import CommandResult, Endpoint, markers, open_remote
-from remote_chain.remote.markers import OPENSSH_ENV_MAX_BYTES, wrap
+from remote_chain.remote.markers import EXEC_COMMAND, OPENSSH_ENV_MAX_BYTES, wrap
 from remote_chain.remote.ssh import SshRemote
 
 REPO = Path(__file__).resolve().parent.parent
@@ -388,7 +388,7 @@ async def test_no_script_rides_in_a_command_line(
     assert result.exit_status == 0
     assert marker not in result.stdout  # nothing of the script in any command line
     assert "base64" not in result.stdout
-    assert 'bash -l -c eval "${LC_REMOTE_CHAIN:-$(cat)}"' in result.stdout
+    assert EXEC_COMMAND.replace("'", "") in result.stdout
 
 
 # Whether this bash was started with the script in its environment, and what its children get.

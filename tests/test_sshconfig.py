@@ -45,7 +45,7 @@ def test_the_config_supplies_what_the_profile_leaves_unset(tmp_path: Path) -> No
     assert target.known_hosts == (user_kh, global_kh)
     assert target.connect_timeout == 7
     assert target.keepalive_interval == 11
-    assert route.jumps == ()
+    assert route.hops[:-1] == ()
     assert route.config_files == (config,)
 
 
@@ -114,7 +114,7 @@ def test_the_profile_s_proxy_jump_wins_over_the_config_s(tmp_path: Path) -> None
     """``proxy_jump`` in the profile replaces the config's ProxyJump, like ``ssh -J``."""
     config = _config(tmp_path, "Host eos\n  ProxyJump gate\n")
     route = resolve(Endpoint(name="eos", host="eos", proxy_jump="other", ssh_config=config))
-    assert [h.alias for h in route.jumps] == ["other"]
+    assert [h.alias for h in route.hops[:-1]] == ["other"]
 
 
 @pytest.mark.parametrize(
@@ -226,7 +226,7 @@ def test_the_first_jump_host_s_own_proxyjump_is_followed(tmp_path: Path, known_h
     )
     route = resolve(Endpoint(name="eos", host="eos", known_hosts=known_hosts, ssh_config=config))
     assert [h.alias for h in route.hops] == ["edge", "outer", "inner", "relay", "eos"]
-    assert all(h.jump for h in route.jumps)
+    assert all(h.jump for h in route.hops[:-1])
     profile = resolve(Endpoint(name="eos", host="eos", proxy_jump="outer", ssh_config=config))
     assert [h.alias for h in profile.hops] == ["edge", "outer", "eos"]
 

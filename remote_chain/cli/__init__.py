@@ -19,9 +19,7 @@ Test seam: ``_OPENER`` (below).
 
 from __future__ import annotations
 
-import os
-import sys
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 # The command modules register on ``app`` as they are imported: this order is --help's.
 # isort: off
@@ -56,42 +54,13 @@ __all__ = [
 
 
 def main() -> None:
-    """The console script ``remote-chain``: ``run_cli``, then a fast exit (``_exit_now``)."""
-    try:
-        run_cli()
-    except SystemExit as done:
-        _exit_now(done)
+    """The console script ``remote-chain``."""
+    run_cli()
 
 
 def run_cli() -> None:
-    """The command line; raises SystemExit with the exit code, like click's own ``main``.
-
-    For callers that go on after it (tests inspecting the process): ``main`` never returns.
-    """
-    from remote_chain.cli.oneshot import command_app  # noqa: PLC0415 - a small module
+    """The command line; raises SystemExit with the exit code, like click's own ``main``."""
     from remote_chain.completion import prepare  # noqa: PLC0415 - a small module
 
     prepare()
-    # Only the command argv names is built (issue 13, P9); the same bytes either way.
-    command_app(app, sys.argv[1:])(prog_name=PROG)
-
-
-def _exit_now(done: SystemExit) -> NoReturn:
-    """Exit without the interpreter's teardown once everything is written.
-
-    Tearing down ~700 imported modules (asyncssh, cryptography, pydantic, structlog) costs a
-    cold command 60-80 ms after its work is done (issue 13, P9). By now the event loop is
-    closed, files are closed by their ``with`` blocks and every log record was flushed by its
-    handler; stdout and stderr are flushed here. Anything unusual takes the normal exit.
-    """
-    code = done.code
-    if code is None:
-        code = 0
-    if not isinstance(code, int) or isinstance(code, bool):
-        raise done
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        raise done from None
-    os._exit(code)
+    app(prog_name=PROG)

@@ -89,39 +89,16 @@ def _each(ctx: typer.Context, names: list[str], json_output: bool, op: str) -> N
             return rows
 
         rows = anyio.run(flow, backend="asyncio")
-        warm = _launcher(endpoints, op)
         if json_output:
-            write_json({"agents": rows, "launcher": warm})
+            write_json({"agents": rows})
         else:
-            for r in [*rows, {"cluster": "launcher", **warm}]:
+            for r in rows:
                 state = "running" if r["running"] else ("stopped" if r.get("stopped") else "off")
-                state = "starting" if r.get("starting") else state
                 pid = f" pid {r['pid']}" if r.get("pid") and r["running"] else ""
                 typer.echo(f"{r['cluster']}: {state}{pid} ({r['socket']})")
         return 0
 
     guard(ctx, json_output, body)
-
-
-def _launcher(endpoints: list[Endpoint], op: str) -> dict[str, Any]:
-    """The warm launcher next to the agents (``warm.py``): started, asked or stopped."""
-    from remote_chain import launch  # noqa: PLC0415 - stdlib only
-    from remote_chain.remote import agent  # noqa: PLC0415
-
-    folder = agent.socket_path(endpoints[0]).parent
-    if op == "start":  # not waited for: it binds its socket once its imports are done
-        launch.ensure(folder, max(e.persist for e in endpoints))
-    answer = launch.ask(folder, {"op": "stop" if op == "stop" else "ping"})
-    row: dict[str, Any] = {"socket": str(folder / launch.socket_name())}
-    row["running"] = answer is not None and op != "stop"
-    if op == "start" and answer is None:
-        row["starting"] = True
-    if op == "stop" and answer is not None:
-        row["stopped"] = True
-    if row["running"] and answer is not None:
-        row |= {"pid": answer.get("pid"), "idle_left_s": round(float(answer["idle_left"]), 1)}
-        row["children"] = len(answer.get("children", []))
-    return row
 
 
 @agent_app.command()

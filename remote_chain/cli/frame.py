@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
 
 import typer
 
-from remote_chain.collector import freeze_startup
 from remote_chain.errors import RemoteChainError, RemoteError
 from remote_chain.records import indented_json
 
@@ -84,16 +83,13 @@ class Invocation:
 
         # The result leaves through a box, not as the main task's result: asyncio's Runner
         # puts the task in its SIGINT handler, and restoring that handler makes the signal
-        # module build repr(handler) for a ValueError it catches (signal._int_to_enum), the
-        # task's result included, in full (reprlib truncates a dataclass's repr only after
-        # making it): ~45 ms of a 10,000-chain status (issue 13, P7).
+        # module build repr(handler), the task's result included, in full.
         box: list[T] = []
 
         async def main() -> None:
             async with self.orchestrator() as rc:
                 box.append(await flow(rc))
 
-        freeze_startup()
         anyio.run(main, backend="asyncio")
         return box[0]
 

@@ -13,7 +13,6 @@ Use::
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
@@ -104,23 +103,9 @@ async def open_remote(endpoint: Endpoint) -> Remote:
     through_agent = await open_via_agent(endpoint)
     if through_agent is not None:
         return through_agent
-    # The TCP connect and our version line under way while asyncssh is imported (early.py).
-    from remote_chain.remote.early import begin  # noqa: PLC0415
+    from remote_chain.remote.ssh import SshRemote  # noqa: PLC0415
 
-    early = begin(endpoint)
-    try:
-        if "remote_chain.remote.ssh" not in sys.modules:
-            # The import is still to come: every other cluster of a fan-out begins its own
-            # guess before it, not after (P2, P7: one import, ten connections under way).
-            import anyio.lowlevel  # noqa: PLC0415
-
-            await anyio.lowlevel.checkpoint()
-        from remote_chain.remote.ssh import SshRemote  # noqa: PLC0415
-    except BaseException:  # cancelled while yielding, or the import failed: not leaked
-        if early is not None:
-            early.close()
-        raise
-    return await SshRemote.open(endpoint, early)
+    return await SshRemote.open(endpoint)
 
 
 def output_too_large(name: str, limit: int) -> RemoteError:

@@ -280,21 +280,12 @@ async def open_via_agent(endpoint: Endpoint) -> Remote | None:
         return None
     answer = await request(path, {"op": "ping"})
     if answer is not None:
-        from remote_chain import launch  # noqa: PLC0415 - stdlib only
-
-        # The launcher went (idle, or a new checkout): back for the next command. A stat.
-        launch.ensure_quietly(path.parent, max(endpoint.persist, _idle_left(answer)))
         return AgentRemote(endpoint, path)
     if endpoint.persist <= 0:  # a stale socket of an agent that is gone
         _unlink(path)
         _log.warning("agent_unavailable", cluster=endpoint.name, reason=f"stale socket {path}")
         return None
     return AgentRemote(endpoint, path) if await start_agent(endpoint, path) else None
-
-
-def _idle_left(answer: dict[str, Any]) -> float:
-    value = answer.get("idle_left")
-    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _exists(path: Path) -> bool:
@@ -341,9 +332,6 @@ async def start_agent(endpoint: Endpoint, path: Path) -> bool:
         await process.stdout.aclose()
     text = line.decode(errors="replace").strip()
     if text == READY:
-        from remote_chain import launch  # noqa: PLC0415 - stdlib only
-
-        launch.ensure(path.parent, endpoint.persist)  # the warm launcher, next to the agent
         return True
     # A failed connection ("ERROR ...") is reported again, in full, by the direct path; an
     # agent still connecting gives up by itself after connect_timeout.

@@ -26,12 +26,13 @@ import secrets
 # login node in /proc/*/cmdline (and by the local machine's `ps` for the openssh transport).
 REMOTE_COMMAND = "bash -l -s"
 
-# The asyncssh transport's command (issue 13, P1/P9): the same wrapped script rides in an SSH
-# `env` request named SCRIPT_ENV, sent without want_reply in the exec request's own flight, and
-# also on stdin. sshd opens a session's window only once the command has started, so a script
-# on stdin costs a third round trip; the env value is there when the command starts. A server
-# that refuses the name (not in its AcceptEnv) leaves it unset and the script is read from
-# stdin, exactly as `bash -l -s` would: same script, same nonce, one round trip more.
+# The asyncssh transport's command: the wrapped script rides in an SSH `env` request named
+# SCRIPT_ENV, sent without want_reply in the exec request's own flight. sshd opens a session's
+# window only once the command has started, so a script on stdin costs a round trip more; the
+# env value is there when the command starts. A server that refuses the name (not in its
+# AcceptEnv) leaves it unset: the command then says so on stderr (STDIN_WANTED) and reads the
+# script from stdin, exactly as `bash -l -s` would, and the client sends it there. The script
+# travels once either way: in the env request, or on stdin.
 # - LC_*: Debian and Ubuntu ship `AcceptEnv LANG LC_*`; glibc's setlocale reads only its own
 #   categories (LC_CTYPE, ...), so an unknown LC_ name changes no locale.
 # - The command is shell-neutral: single quotes and no `!` or newline mean the same to bash,
@@ -40,7 +41,8 @@ REMOTE_COMMAND = "bash -l -s"
 # Not argv: a process's environment is readable by its own uid and root only (/proc/PID/environ
 # is mode 0400 and ptrace-checked), as its stdin pipe is, never by other users of the node.
 SCRIPT_ENV = "LC_REMOTE_CHAIN"
-EXEC_COMMAND = f"""bash -l -c 'eval "${{{SCRIPT_ENV}:-$(cat)}}"'"""
+STDIN_WANTED = "__REMOTE_CHAIN_STDIN__"
+EXEC_COMMAND = f"""bash -l -c 'eval "${{{SCRIPT_ENV}:-$(echo {STDIN_WANTED} >&2; cat)}}"'"""
 # The env request is one SSH packet, and RFC 4253 6.1 obliges a server to accept payloads of
 # 32768 bytes only: Dropbear (RECV_MAX_PAYLOAD_LEN) drops the connection on a bigger one,
 # before any fallback to stdin could happen. OpenSSH takes 256 KiB, but then Linux refuses to
@@ -111,9 +113,9 @@ def env_cap(server_version: str) -> int:
 def script_env(wrapped: str, *, sensitive: bool, cap: int | None = None) -> dict[str, str]:
     """The ``env`` request to send with ``EXEC_COMMAND``: the wrapped script, or empty.
 
-    Empty (stdin only) when the script carries secrets: sshd logs every env request's value
-    at LogLevel DEBUG2 ("Setting env"), never stdin. Empty too past ``cap`` (``env_cap``;
-    by default ``SCRIPT_ENV_MAX_BYTES``, what every server must take).
+    Empty (the script goes on stdin) when the script carries secrets: sshd logs every env
+    request's value at LogLevel DEBUG2 ("Setting env"), never stdin. Empty too past ``cap``
+    (``env_cap``; by default ``SCRIPT_ENV_MAX_BYTES``, what every server must take).
     Always sent, even empty: it overrides a value the ssh config's ``SendEnv LC_*`` would
     forward from the local environment, which the remote would otherwise run.
     """

@@ -14,16 +14,13 @@ import os
 import socket
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import anyio
+import asyncssh
 import structlog
-
-from remote_chain.remote.liblookup import without_compiler
-
-with without_compiler():  # its liboqs lookup would run gcc twice (liblookup.py)
-    import asyncssh
 
 from remote_chain.errors import (
     AuthenticationError,
@@ -39,7 +36,6 @@ from remote_chain.errors import (
 from remote_chain.remote import (
     ClosingContext,
     CommandResult,
-    fastauth,
     output_too_large,
     result_from_output,
 )
@@ -48,15 +44,13 @@ from remote_chain.remote.markers import (
     EXEC_COMMAND,
     REMOTE_COMMAND,
     SCRIPT_ENV,
+    STDIN_WANTED,
     env_cap,
     script_env,
     wrap,
 )
 from remote_chain.remote.sshconfig import Hop, Route, resolve
 from remote_chain.retries import channel_refused
-
-if TYPE_CHECKING:
-    from remote_chain.remote.early import EarlyTcp
 
 _log = structlog.get_logger()
 
@@ -200,68 +194,42 @@ async def _connect_hop(
     route: Route,
     hop: Hop,
     tunnel: asyncssh.SSHClientConnection | None,
-    early: EarlyTcp | None = None,
 ) -> asyncssh.SSHClientConnection:
-    """One hop, verified against the profile's (or its config's) known_hosts; never prompts.
-
-    ``early``: the TCP connect a cold command began before importing us (early.py), used if
-    it reaches this hop the way asyncssh would; the connect timeout counts from its start.
-    """
+    """One hop, verified against the profile's (or its config's) known_hosts; never prompts."""
     known_hosts = _existing_known_hosts(endpoint, hop)
     identity = endpoint.identity_file
-    sock, timeout, version = None, hop.connect_timeout, ""
     with _translated(endpoint, "connect", hop.connect_timeout, hop):
-        plain = tunnel is None and hop.direct and fastauth.VERSION_AHEAD
-        if early is not None and plain and early.reaches(hop.host, hop.port):
-            with anyio.fail_after(timeout):
-                sock = await early.connected()
-            timeout = max(0.001, timeout - (time.monotonic() - early.started))
-            version = early.software if sock is not None else ""
         # asyncssh reads the same config files for the rest (HostName, IdentityFile,
         # IdentitiesOnly, CertificateFile, IdentityAgent, HostKeyAlias, ...); `()` is its
         # "not given". Host keys, the route and the timeout are ours, for every hop alike.
-        try:
-            return await asyncssh.connect(
-                hop.alias,
-                port=hop.port_set if hop.port_set is not None else (),
-                username=hop.user_set if hop.user_set is not None else (),
-                config=[str(f) for f in route.config_files],
-                client_keys=[str(identity.expanduser())] if identity is not None else (),
-                known_hosts=known_hosts,
-                # Our own tunnel, never asyncssh's: it would open the jump hosts with the
-                # config's known_hosts and without the profile's key (issue 14.3).
-                tunnel=tunnel,
-                proxy_command=None if tunnel is not None else (),
-                sock=sock,
-                keepalive_interval=hop.keepalive_interval or endpoint.keepalive_interval,
-                connect_timeout=timeout,
-                # Keys only (agent, identity file, ssh config): a password or MFA prompt would
-                # hang a CI job; MFA sites use the openssh transport instead.
-                password_auth=False,
-                kbdint_auth=False,
-                # The version line already sent on an early socket: asyncssh hashes that one.
-                client_version=version or (),
-                # The first key's signature in the first request: 1 auth flight, not 3 (fastauth).
-                client_factory=fastauth.client_factory(
-                    prefer_first_key=identity is not None, version_sent=bool(version)
-                ),
-            )
-        except BaseException:
-            if sock is not None:  # refused before a transport took it (a key that will not
-                sock.close()  # load); else asyncssh closed it already and this is a no-op
-            raise
+        return await asyncssh.connect(
+            hop.alias,
+            port=hop.port_set if hop.port_set is not None else (),
+            username=hop.user_set if hop.user_set is not None else (),
+            config=[str(f) for f in route.config_files],
+            client_keys=[str(identity.expanduser())] if identity is not None else (),
+            known_hosts=known_hosts,
+            # Our own tunnel, never asyncssh's: it would open the jump hosts with the
+            # config's known_hosts and without the profile's key (issue 14.3).
+            tunnel=tunnel,
+            proxy_command=None if tunnel is not None else (),
+            keepalive_interval=hop.keepalive_interval or endpoint.keepalive_interval,
+            connect_timeout=hop.connect_timeout,
+            # Keys only (agent, identity file, ssh config): a password or MFA prompt would
+            # hang a CI job; MFA sites use the openssh transport instead.
+            password_auth=False,
+            kbdint_auth=False,
+        )
 
 
-async def _connect(
-    endpoint: Endpoint, early: EarlyTcp | None = None
-) -> asyncssh.SSHClientConnection:
+async def _connect(endpoint: Endpoint) -> asyncssh.SSHClientConnection:
     """Connect hop by hop (jump hosts first) and authenticate, verifying every host key."""
     started = time.monotonic()
     tunnel: asyncssh.SSHClientConnection | None = None
     try:
         route = resolve(endpoint)
         for hop in route.hops:
-            connection = await _connect_hop(endpoint, route, hop, tunnel, early)
+            connection = await _connect_hop(endpoint, route, hop, tunnel)
             # Closing the target then closes the jump hosts too, as asyncssh's own tunnels do.
             connection.set_tunnel(tunnel)
             tunnel = connection
@@ -269,9 +237,6 @@ async def _connect(
         if tunnel is not None:  # close the jump hosts already open
             tunnel.close()
         raise
-    finally:
-        if early is not None:  # unused (another route, or an error): closed, never leaked
-            early.close()
     if tunnel is None:  # pragma: no cover - a route always ends with the target
         raise RemoteError("empty ssh route", host=endpoint.name)
     seconds = round(time.monotonic() - started, 3)
@@ -294,6 +259,7 @@ class SshRemote(ClosingContext):
         self._limiter = anyio.CapacityLimiter(endpoint.max_channels)
         self._reconnect_lock = anyio.Lock()
         self._closed = False
+        self._env_refused = False
 
     @property
     def name(self) -> str:
@@ -304,19 +270,18 @@ class SshRemote(ClosingContext):
         return self._endpoint
 
     @classmethod
-    async def open(cls, endpoint: Endpoint, early: EarlyTcp | None = None) -> SshRemote:
-        """Connect and authenticate, verifying the host key; never prompts. ``early``: see
-        ``_connect_hop``."""
-        return cls(endpoint, await _connect(endpoint, early))
+    async def open(cls, endpoint: Endpoint) -> SshRemote:
+        """Connect and authenticate, verifying the host key; never prompts."""
+        return cls(endpoint, await _connect(endpoint))
 
     async def run(
         self, script: str, *, timeout: float | None = None, sensitive: bool = False
     ) -> CommandResult:
         """Run ``script`` in a remote login shell; a non-zero exit is in the result.
 
-        Every script travels on stdin and, unless ``sensitive`` or large, also in an env
-        request sent with the exec (``markers.script_env``): the exec request carries only the
-        fixed ``EXEC_COMMAND`` (issue 14.2).
+        Every script travels once: in an env request sent with the exec, or on stdin when it
+        is ``sensitive`` or large or the server refuses the env request (``markers.script_env``,
+        ``_StdinFeed``). The exec request carries only the fixed ``EXEC_COMMAND``.
         """
         wrapped, nonce = wrap(script)
         limit = self._endpoint.command_timeout if timeout is None else timeout
@@ -356,36 +321,33 @@ class SshRemote(ClosingContext):
 
     async def _run_once(self, wrapped: str, sensitive: bool) -> tuple[bytes, bytes, int | None]:
         connection = await self._live_connection()
-        # How big a script may ride in the env request depends on the server (markers.env_cap).
+        # How big a script may ride in the env request depends on the server (markers.env_cap);
+        # a server that refused the env request once gets the script on stdin from then on.
         server = str(connection.get_extra_info("server_version") or "")
-        env = script_env(wrapped, sensitive=sensitive, cap=env_cap(server))
-        # No pty: the script's stdout and stderr stay apart and no \r\n translation. The
-        # script goes in the env request, sent with the exec in one flight (2 round trips),
-        # and on stdin, which sshd lets through only once the command has started (a third):
-        # a server that ignores the env request runs it from there (markers.EXEC_COMMAND).
+        env = script_env(wrapped, sensitive=sensitive or self._env_refused, cap=env_cap(server))
+        # No pty: the script's stdout and stderr stay apart and no \r\n translation.
         process = await connection.create_process(EXEC_COMMAND, env=env, encoding=None)
+        feed = _StdinFeed(process, wrapped.encode())
         try:
-            try:
-                process.stdin.write(wrapped.encode())
-                process.stdin.write_eof()
-            except BrokenPipeError:
-                # The session ended before its stdin could leave (the command ran from the env
-                # request and exited at once, or could not start: E2BIG). Its output and exit
-                # status say which; it is not a connect error, which a caller may retry.
-                pass
-            # Both streams share one budget; past it the channel is closed (issue 14.4).
+            if not env[SCRIPT_ENV]:
+                feed.send()
+            # Both streams share one budget; past it the channel is closed.
             budget = [self._endpoint.max_output_bytes]
             out, err = bytearray(), bytearray()
             failures: list[Exception] = []
             async with anyio.create_task_group() as group:
                 group.start_soon(_drain, process.stdout, out, budget, process, failures)
-                group.start_soon(_drain, process.stderr, err, budget, process, failures)
+                group.start_soon(
+                    partial(_drain, feed=feed), process.stderr, err, budget, process, failures
+                )
             if failures:  # raised here, not in the group: _translated sees the bare error
                 raise failures[0]
             if budget[0] < 0:
                 raise output_too_large(self.name, self._endpoint.max_output_bytes)
             await process.wait_closed()
-            return bytes(out), bytes(err), process.exit_status
+            if feed.asked:
+                self._env_refused = True
+            return bytes(out), feed.strip(bytes(err)), process.exit_status
         finally:
             process.close()
 
@@ -418,14 +380,52 @@ class SshRemote(ClosingContext):
             await self._connection.wait_closed()
 
 
+class _StdinFeed:
+    """The wrapped script on the command's stdin: at once when the env request does not carry
+    it, else only when the server asks (``markers.STDIN_WANTED`` on stderr: it refused the env
+    request), so the script travels once."""
+
+    _ASK = (STDIN_WANTED + "\n").encode()
+
+    def __init__(self, process: asyncssh.SSHClientProcess[bytes], script: bytes) -> None:
+        self._process, self._script = process, script
+        self.sent = self.asked = False
+
+    def send(self) -> None:
+        if self.sent:
+            return
+        self.sent = True
+        try:
+            self._process.stdin.write(self._script)
+            self._process.stdin.write_eof()
+        except BrokenPipeError:
+            # The session ended before its stdin could leave (the command could not start:
+            # E2BIG, or exited). Its output and exit status say which; it is not a connect
+            # error, which a caller may retry.
+            pass
+
+    def seen(self, stderr: bytes | bytearray) -> None:
+        """Send the script if the server asked for it in ``stderr`` (what came so far)."""
+        if not self.sent and self._ASK in stderr:
+            self.asked = True
+            self.send()
+
+    def strip(self, stderr: bytes) -> bytes:
+        """``stderr`` without the request line: it is ours, not the login shell's noise."""
+        return stderr.replace(self._ASK, b"", 1) if self.asked or self.sent else stderr
+
+
 async def _drain(
     stream: asyncssh.SSHReader[bytes],
     sink: bytearray,
     budget: list[int],
     process: asyncssh.SSHClientProcess[bytes],
     failures: list[Exception],
+    *,
+    feed: _StdinFeed | None = None,
 ) -> None:
     """Read ``stream`` to its end into ``sink``; past the budget, close the channel instead.
+    ``feed``: shown what came so far (stderr), to send the script when the server asks.
 
     Never holds more than the budget plus one chunk: asyncssh stops opening the channel's
     window while we do not read, so a flooding server is held back by flow control.
@@ -437,6 +437,8 @@ async def _drain(
                 process.close()  # the other stream then ends too
                 return
             sink += chunk
+            if feed is not None:
+                feed.seen(sink)
     except asyncssh.DisconnectError:
         return  # the exit status stays None: result_from_output reports a lost connection
     except (asyncssh.Error, OSError) as exc:

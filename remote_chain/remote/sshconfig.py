@@ -24,18 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from remote_chain.errors import ConfigError
-from remote_chain.remote.early import (
-    DEFAULT_GLOBAL_KNOWN_HOSTS,
-    DEFAULT_PORT,
-    DEFAULT_USER_KNOWN_HOSTS,
-    config_files,
-)
-from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT, Endpoint
-from remote_chain.remote.liblookup import without_compiler
+from asyncssh.config import ConfigParseError, SSHClientConfig, SSHConfig
 
-with without_compiler():  # the openssh transport's first asyncssh import (liblookup.py)
-    from asyncssh.config import ConfigParseError, SSHClientConfig, SSHConfig
+from remote_chain.errors import ConfigError
+from remote_chain.remote.endpoint import DEFAULT_CONNECT_TIMEOUT, Endpoint
+
+DEFAULT_PORT = 22
+# OpenSSH's defaults when the config names no known_hosts file (ssh_config(5)).
+DEFAULT_USER_KNOWN_HOSTS = ("~/.ssh/known_hosts", "~/.ssh/known_hosts2")
+DEFAULT_GLOBAL_KNOWN_HOSTS = ("/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2")
+USER_CONFIG = Path("~/.ssh/config")
+SYSTEM_CONFIG = Path("/etc/ssh/ssh_config")
 
 # Values of StrictHostKeyChecking that would accept an unknown key without asking.
 _UNCHECKED = frozenset({"no", "off", "false"})
@@ -80,9 +79,6 @@ class Hop:
     connect_timeout: float
     keepalive_interval: float | None
     jump: bool = False
-    # Reached by a plain TCP connect to host:port, as asyncssh would make it: no ProxyCommand,
-    # BindAddress, AddressFamily, host-name canonicalisation or ``Match final`` (early.py).
-    direct: bool = False
 
     @property
     def where(self) -> str:
@@ -103,10 +99,6 @@ class Route:
     @property
     def target(self) -> Hop:
         return self.hops[-1]
-
-    @property
-    def jumps(self) -> tuple[Hop, ...]:
-        return self.hops[:-1]
 
 
 def lookup(
@@ -226,15 +218,22 @@ def _hop(
         connect_timeout=timeout,
         keepalive_interval=float(keepalive) if isinstance(keepalive, int) else None,
         jump=jump,
-        direct=_direct(config),
     )
 
 
-def _direct(config: SSHClientConfig) -> bool:
-    """Whether asyncssh would reach this hop by a plain TCP connect (``Hop.direct``)."""
-    canonical = config.get("CanonicalizeHostname") and config.get("CanonicalDomains")
-    rerouted = any(config.get(key) for key in ("ProxyCommand", "BindAddress", "AddressFamily"))
-    return not (rerouted or canonical or config.has_match_final())
+def config_files(endpoint: Endpoint) -> tuple[Path, ...]:
+    """The config files read, in order: ``ssh_config`` alone (``ssh -F``), else the user's
+    and the system's that exist. A named file that is missing is a ``ConfigError``."""
+    if endpoint.ssh_config is not None:
+        path = endpoint.ssh_config.expanduser()
+        if not path.is_file():
+            raise ConfigError(
+                f"ssh config file {path} does not exist",
+                source=endpoint.name,
+                field="ssh_config",
+            )
+        return (path,)
+    return tuple(p for p in (USER_CONFIG.expanduser(), SYSTEM_CONFIG) if p.is_file())
 
 
 def resolve(endpoint: Endpoint) -> Route:

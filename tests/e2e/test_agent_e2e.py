@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -219,52 +218,3 @@ def test_a_command_through_the_agent_does_not_import_asyncssh(
     imported = {line.split("|")[2].strip() for line in status.stderr.splitlines() if "|" in line}
     assert "remote_chain.remote.agent" in imported
     assert not {"asyncssh", "remote_chain.remote.ssh", "remote_chain.remote.shell"} & imported
-
-
-def test_status_through_the_warm_launcher_is_the_same(
-    dev: devcluster.DevCluster, tmp_path: Path
-) -> None:
-    """`agent start` starts the warm launcher too; a cold `status --json` through it (the
-    console script's thin client) prints the same bytes and exit code as the command run in
-    its own process through the agent; `agent stop` stops both."""
-    from remote_chain import launch  # noqa: PLC0415 - the e2e module's own imports stay few
-
-    folder = tmp_path / "kept"
-    write_profile(dev, CLUSTER, folder)
-    state = tmp_path / "state"
-    env = {k: v for k, v in os.environ.items() if k not in ("XDG_RUNTIME_DIR",)}
-    env |= {"PYTHONPATH": str(REPO), "REMOTE_CHAIN_STATE_DIR": str(state)}
-    env.pop("REMOTE_CHAIN_LAUNCHER", None)
-    thin = [sys.executable, "-c", "from remote_chain.launch import main; main()"]
-    thin += ["--clusters-dir", str(folder)]
-
-    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            [*thin, *args], env=env | extra, capture_output=True, timeout=60, check=False
-        )
-
-    started = run("agent", "start", "-c", CLUSTER)
-    assert started.returncode == 0, started.stderr
-    sockets = state / "agent"
-    try:
-        for _ in range(200):  # it binds once its imports are done
-            answer = launch.ask(sockets, {"op": "ping"})
-            if answer is not None:
-                break
-            time.sleep(0.1)
-        assert answer is not None, "agent start started no launcher"
-        status = ("status", "20261130-000000-abcd", "-c", CLUSTER, "--json")
-        through, alone = run(*status), run(*status, REMOTE_CHAIN_LAUNCHER="off")
-        after = launch.ask(sockets, {"op": "ping"})
-        assert after is not None
-        assert int(after["served"]) == int(answer["served"]) + 1
-        assert b"no run 20261130-000000-abcd under" in through.stdout  # the login node answered
-        assert (through.returncode, through.stdout, through.stderr) == (
-            alone.returncode,
-            alone.stdout,
-            alone.stderr,
-        )
-    finally:
-        stopped = run("agent", "stop", "-c", CLUSTER, "--json")
-    assert b'"stopped": true' in stopped.stdout
-    assert not (sockets / launch.socket_name()).exists()

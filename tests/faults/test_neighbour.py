@@ -247,7 +247,7 @@ def test_no_bundle_in_any_command_line_during_submits(lab: Lab, project: Path) -
         stop.set()
         sampler.join(10)
     # The asyncssh transport's fixed command (markers.EXEC_COMMAND), as /proc shows it.
-    bootstrap = 'bash -l -c eval "${LC_REMOTE_CHAIN:-$(cat)}"'
+    bootstrap = 'bash -l -c eval "${LC_REMOTE_CHAIN:-$(echo __REMOTE_CHAIN_STDIN__ >&2; cat)}"'
     assert any(bootstrap in line for line in seen), "the sampler never saw a submit"
     # Nothing of the bundle (an uploaded file, an env value, the script itself), plain or
     # base64-encoded: the old path ran `echo <base64 script> | base64 -d | bash -l -s`. Paths
