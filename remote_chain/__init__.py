@@ -13,8 +13,8 @@ A config can be loaded (``load_submit_config``) or built in code (``SubmitConfig
 ``DriverConfig``, ``BenchmarkConfig``, ``SlurmOptions``, ``ResumableSpec``, ``EnvVar``);
 ``Orchestrator.render()`` returns the job scripts submit would send.
 
-Names are imported lazily (``__getattr__``) so that ``import remote_chain`` stays cheap for
-the command line's start-up time.
+Names are imported on first use (PEP 562 ``__getattr__``): the command line is a module of
+this package, and importing the package must not import the whole library before it.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from remote_chain.version import __version__
 
 _LAZY = {
-    "Orchestrator": "remote_chain.orchestrator",
-    "RenderedScript": "remote_chain.results",
-    "ClusterFailure": "remote_chain.results",
-    "DoctorResult": "remote_chain.results",
+    "Orchestrator": "remote_chain.client.orchestrator",
+    "RenderedScript": "remote_chain.core.results",
+    "ClusterFailure": "remote_chain.core.results",
+    "DoctorResult": "remote_chain.core.results",
     "ClusterProfile": "remote_chain.config",
     "SubmitConfig": "remote_chain.config",
     "DriverConfig": "remote_chain.config",
@@ -38,22 +38,22 @@ _LAZY = {
     "EnvVar": "remote_chain.config",
     "load_submit_config": "remote_chain.config",
     "load_profile": "remote_chain.config",
-    "SubmitResult": "remote_chain.results",
-    "StatusResult": "remote_chain.results",
-    "CancelResult": "remote_chain.results",
-    "ResumeResult": "remote_chain.results",
-    "ResumeCaps": "remote_chain.resumecaps",
+    "SubmitResult": "remote_chain.core.results",
+    "StatusResult": "remote_chain.core.results",
+    "CancelResult": "remote_chain.core.results",
+    "ResumeResult": "remote_chain.core.results",
+    "ResumeCaps": "remote_chain.execs.resume",
     "WaitTimeout": "remote_chain.errors",
-    "ChainStatus": "remote_chain.chainstatus",
-    "ChainStateName": "remote_chain.models",
-    "Settings": "remote_chain.settings",
+    "ChainStatus": "remote_chain.core.chainstatus",
+    "ChainStateName": "remote_chain.core.models",
+    "Settings": "remote_chain.config.settings",
     "RemoteChainError": "remote_chain.errors",
     "ConfigError": "remote_chain.errors",
     "RemoteError": "remote_chain.errors",
 }
 
 if TYPE_CHECKING:
-    from remote_chain.chainstatus import ChainStatus
+    from remote_chain.client.orchestrator import Orchestrator
     from remote_chain.config import (
         BenchmarkConfig,
         ClusterProfile,
@@ -65,10 +65,10 @@ if TYPE_CHECKING:
         load_profile,
         load_submit_config,
     )
-    from remote_chain.errors import ConfigError, RemoteChainError, RemoteError, WaitTimeout
-    from remote_chain.models import ChainStateName
-    from remote_chain.orchestrator import Orchestrator
-    from remote_chain.results import (
+    from remote_chain.config.settings import Settings
+    from remote_chain.core.chainstatus import ChainStatus
+    from remote_chain.core.models import ChainStateName
+    from remote_chain.core.results import (
         CancelResult,
         ClusterFailure,
         DoctorResult,
@@ -77,8 +77,8 @@ if TYPE_CHECKING:
         StatusResult,
         SubmitResult,
     )
-    from remote_chain.resumecaps import ResumeCaps
-    from remote_chain.settings import Settings
+    from remote_chain.errors import ConfigError, RemoteChainError, RemoteError, WaitTimeout
+    from remote_chain.execs.resume import ResumeCaps
 
 __all__ = [
     "BenchmarkConfig",

@@ -27,10 +27,11 @@ codes in one table.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar
 
-if TYPE_CHECKING:
-    from remote_chain.orchestrator import StatusResult
+# What WaitTimeout carries: the last status read (core.results.StatusResult), typed by the
+# raiser, so that the tree imports nothing of the library.
+R = TypeVar("R")
 
 
 class RemoteChainError(Exception):
@@ -138,11 +139,12 @@ class NotFoundError(RemoteChainError):
     """The run, benchmark or job asked for is not on the cluster (names the cluster)."""
 
 
-class WaitTimeout(RemoteChainError):
-    """``wait`` gave up after its ``--timeout``; exit 4 (interface.md §4)."""
+class WaitTimeout(RemoteChainError, Generic[R]):
+    """``wait`` gave up after its ``--timeout``; exit 4 (interface.md §4). ``result``: the
+    last status read."""
 
     exit_code = 4
 
-    def __init__(self, result: StatusResult):
+    def __init__(self, result: R):
         self.result = result
         super().__init__("timed out before every chain ended")

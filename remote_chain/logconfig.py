@@ -26,36 +26,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Literal
 
-
-def _import_structlog_without_rich() -> None:
-    """Import structlog with ``rich`` (and, on POSIX, ``colorama``) hidden, unless structlog
-    or rich is already imported.
-
-    ``import structlog`` imports ``structlog.dev`` and ``structlog.tracebacks``, which import
-    rich (~25 ms of a cold command's start, issue 13 P9) only to format tracebacks in log
-    records, which we render with ``plain_traceback`` anyway (``_renderer``), and colorama
-    (~4 ms, with ctypes), which only Windows consoles need: without it ``structlog.dev``
-    defines the same ANSI codes itself. A ``None`` in ``sys.modules`` makes the import raise
-    ImportError, structlog's own "not installed" path; it is removed at once, so tables still
-    import rich when they need it.
-    """
-    if "structlog" in sys.modules or "rich" in sys.modules:
-        return
-    names = ("rich",) if sys.platform == "win32" else ("rich", "colorama")
-    hidden = [name for name in names if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]
-    try:
-        import structlog  # noqa: F401, PLC0415
-    finally:
-        for name in hidden:
-            del sys.modules[name]
-
-
-_import_structlog_without_rich()
-
-import structlog  # noqa: E402 - after the rich-less import above
-from structlog.typing import EventDict, Processor, WrappedLogger  # noqa: E402
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
 
 LogFormat = Literal["console", "json"]
 LOG_FORMATS: tuple[LogFormat, ...] = ("console", "json")

@@ -12,7 +12,7 @@
   and ``slurm/<command>.calls``, each call's argv;
 - ``fs/``: the cluster's filesystem, where profiles point their ``workdir``.
 
-``FakeSlurm.open`` is an ``Opener``: ``monkeypatch.setattr(cli, "_OPENER", fake.open)``. The
+``FakeSlurm.open`` is an ``Opener``: ``monkeypatch.setattr(invocation, "OPENER", fake.open)``. The
 ``FakeRemote`` it returns runs each script with local ``bash`` under ``anyio.run_process``,
 wrapped and unwrapped exactly as the SSH transports do (``remote.markers``), so what the
 client sends is what runs. ``FakeCluster.run_job`` then plays Slurm: it runs a queued
@@ -35,10 +35,11 @@ from pathlib import Path
 
 import anyio
 
-from remote_chain.cluster import Opener
+from remote_chain.client.cluster import Opener
 from remote_chain.errors import ConnectError, RemoteError, RemoteTimeout
-from remote_chain.remote import ClosingContext, CommandResult, Endpoint, Remote, result_from_output
-from remote_chain.remote.markers import wrap
+from remote_chain.protocol.markers import wrap
+from remote_chain.transport.base import ClosingContext, CommandResult, Remote, result_from_output
+from remote_chain.transport.endpoint import Endpoint
 
 FIRST_JOB_ID = 1001
 _LOCK = 'exec 9>>"$FAKE_SLURM/lock"; flock 9'

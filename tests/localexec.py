@@ -10,9 +10,9 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from remote_chain import wire
-from remote_chain.remote import result_from_output
-from remote_chain.remote.markers import wrap
+from remote_chain.protocol import wire
+from remote_chain.protocol.markers import wrap
+from remote_chain.transport.base import result_from_output
 
 
 def stubs_on_path(tmp: Path, stubs: Mapping[str, str], **env: str) -> dict[str, str]:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from remote_chain.remote import Endpoint
+from remote_chain.transport.endpoint import Endpoint
 
 SSHD = "/usr/sbin/sshd"
 HOST = "127.0.0.1"

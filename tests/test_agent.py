@@ -18,11 +18,12 @@ import pytest
 from otheruser import TEST_USER, as_test_user
 from structlog.testing import capture_logs
 
-from remote_chain import privsock
 from remote_chain.config import load_profile
-from remote_chain.durations import parse_persist
+from remote_chain.core.durations import parse_persist
 from remote_chain.errors import ConfigError, ConnectError, RemoteTimeout
-from remote_chain.remote import CommandResult, Endpoint, Remote, agent
+from remote_chain.transport import agent, privsock
+from remote_chain.transport.base import CommandResult, Remote
+from remote_chain.transport.endpoint import Endpoint
 
 
 class _FakeRemote:

@@ -24,9 +24,10 @@ from remote_chain import (
     SlurmOptions,
     SubmitConfig,
 )
-from remote_chain.cluster import SUBMIT_S_PER_CHAIN
-from remote_chain.index import RunIndex
-from remote_chain.remote import ClosingContext, CommandResult, Endpoint, Remote
+from remote_chain.client.cluster import SUBMIT_S_PER_CHAIN
+from remote_chain.client.index import RunIndex
+from remote_chain.transport.base import ClosingContext, CommandResult, Remote
+from remote_chain.transport.endpoint import Endpoint
 
 REPO = Path(__file__).resolve().parent.parent
 

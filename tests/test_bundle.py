@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from remote_chain.bundle import (
+from remote_chain.core.models import JobId
+from remote_chain.execs.status import Target, parse_status_output, render_status_script
+from remote_chain.execs.submit import (
     FIRST_JOB_FILE,
     RECORD_FILE,
     BundleFile,
@@ -21,9 +23,7 @@ from remote_chain.bundle import (
     render_lookup_script,
     render_submit_script,
 )
-from remote_chain.models import JobId
-from remote_chain.remote.markers import wrap
-from remote_chain.snapshot import Target, parse_status_output, render_status_script
+from remote_chain.protocol.markers import wrap
 
 SBATCH = """#!/bin/bash
 exec 9>>"$STUB_DIR/lock"; flock 9  # submit runs sbatch calls concurrently

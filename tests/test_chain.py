@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remote_chain.chain import RULES, STATE_OUTCOMES, classify, decide
-from remote_chain.models import (
+from remote_chain.core.models import (
     INFRA_STATES,
     NON_TERMINAL_STATES,
     Action,
@@ -19,6 +18,7 @@ from remote_chain.models import (
     ResumePolicy,
     SlurmState,
 )
+from remote_chain.core.rules import RULES, STATE_OUTCOMES, classify, decide
 
 J = JobId
 POLICY = ResumePolicy(max_retries=3, max_walltime_s=None)

@@ -12,15 +12,18 @@ from pathlib import Path
 import pytest
 from test_guard import make_stubs, run_status, submitted_run
 
-from remote_chain.actions import (
-    parse_cancel_output,
+from remote_chain.core.models import ChainStateName, ResumePolicy
+from remote_chain.execs.cancel import parse_cancel_output, render_cancel_script
+from remote_chain.execs.resume import (
+    ChainFacts,
+    ResumeCaps,
+    ResumeFacts,
+    act_head,
     parse_resume_output,
-    render_cancel_script,
+    plan_resume,
     render_resume_script,
 )
-from remote_chain.models import ChainStateName, ResumePolicy
-from remote_chain.resumecaps import ChainFacts, ResumeCaps, ResumeFacts, act_head, plan_resume
-from remote_chain.script import (
+from remote_chain.job.script import (
     RETRIES_FILE,
     SECRETS_FILE,
     UNKNOWN_FILE,

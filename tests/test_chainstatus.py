@@ -6,10 +6,10 @@ from dataclasses import replace
 
 import pytest
 
-from remote_chain.chainstatus import derive, parse_events
-from remote_chain.models import ChainStateName, JobId, SacctRecord, SlurmState
-from remote_chain.sacct import QueuedJob
-from remote_chain.snapshot import ChainFiles, FileRead, Snapshot
+from remote_chain.core.chainstatus import derive, parse_events
+from remote_chain.core.models import ChainStateName, JobId, SacctRecord, SlurmState
+from remote_chain.core.sacct import QueuedJob
+from remote_chain.execs.status import ChainFiles, FileRead, Snapshot
 
 S = SlurmState
 NAME = "rc-1:gpqa"

@@ -1,6 +1,6 @@
 """The command line (interface.md §4) over fake clusters: commands, JSON shapes, exit codes.
 
-Every command runs in-process through typer's CliRunner, with ``cli._OPENER`` replaced by
+Every command runs in-process through typer's CliRunner, with ``invocation.OPENER`` replaced by
 ``fakes.FakeSlurm.open`` (tests/fakes.py): the scripts the client sends run in local bash under stub
 Slurm commands, so the whole client (submit, status, wait, cancel, resume, logs, doctor)
 runs end to end in milliseconds, without SSH.
@@ -26,6 +26,8 @@ from fakes import FakeCluster, FakeSlurm
 from typer.testing import CliRunner, Result
 
 from remote_chain import cli
+from remote_chain.cli import invocation, jobscripts
+from remote_chain.cli.commands.status import parse_timeout
 from remote_chain.errors import (
     AuthenticationError,
     CommandFailedError,
@@ -38,10 +40,11 @@ from remote_chain.errors import (
     SubmitError,
     WaitTimeout,
 )
-from remote_chain.jobscripts import split_stdout
+from remote_chain.job.script import EVENTS_FILE, RETRIES_FILE, WALLTIME_FILE
 from remote_chain.logconfig import REDACTED, configure_logging, redact_secrets
-from remote_chain.remote import Endpoint, Remote
-from remote_chain.script import EVENTS_FILE, RETRIES_FILE, WALLTIME_FILE
+from remote_chain.protocol.layout import RENDER_RUN_ID
+from remote_chain.transport.base import Remote
+from remote_chain.transport.endpoint import Endpoint
 
 REPO = Path(__file__).resolve().parent.parent
 SECRET = "s3cr3t-value-9f8e"  # noqa: S105 - the fake secret whose absence is checked
@@ -126,7 +129,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> World:
     monkeypatch.setenv("REMOTE_CHAIN_SACCT_WAIT_MAX", "0.01")
     monkeypatch.setenv("REMOTE_CHAIN_POLL_INTERVAL", "0.05")
     fake = FakeSlurm(tmp_path)
-    monkeypatch.setattr(cli, "_OPENER", fake.open)
+    monkeypatch.setattr(invocation, "OPENER", fake.open)
     clusters_dir = tmp_path / "clusters"
     for name in ("eos", "dgx"):
         fake.profile(clusters_dir, name)
@@ -348,7 +351,7 @@ def test_wait_past_its_timeout_exits_4(world: World) -> None:
 )
 def test_timeout_accepts_slurm_durations_and_seconds(text: str, seconds: float) -> None:
     """--timeout takes Slurm's forms (a bare number is minutes) or seconds with an s."""
-    assert cli.parse_timeout(text) == seconds
+    assert parse_timeout(text) == seconds
 
 
 def test_a_bad_timeout_is_a_usage_error(world: World) -> None:
@@ -672,7 +675,7 @@ def test_render_prints_the_job_script_without_secrets(world: World) -> None:
     assert result.exit_code == 0, result.stderr
     script = result.stdout
     assert script.startswith("#!/bin/bash\n")
-    assert f"#SBATCH --job-name={cli.RENDER_RUN_ID}:gpqa" in script
+    assert f"#SBATCH --job-name={RENDER_RUN_ID}:gpqa" in script
     assert "HF_HOME=/lustre/cache" in script
     assert "+resume_from_cache=true" in script
     assert "TOKEN" in script
@@ -868,7 +871,7 @@ def test_a_bug_exits_1_with_one_line_and_no_traceback(
     async def broken(endpoint: Endpoint) -> Remote:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "_OPENER", broken)
+    monkeypatch.setattr(invocation, "OPENER", broken)
     result = world.invoke("submit", str(world.config), "--cluster", "eos")
     assert result.exit_code == 1
     assert result.stderr.count("remote-chain: error: internal error: RuntimeError: boom") == 1
@@ -885,7 +888,7 @@ def test_ctrl_c_exits_130(world: World, monkeypatch: pytest.MonkeyPatch) -> None
         await anyio.sleep(30)
         raise AssertionError("SIGINT did not interrupt the command")
 
-    monkeypatch.setattr(cli, "_OPENER", interrupted)
+    monkeypatch.setattr(invocation, "OPENER", interrupted)
     result = world.invoke("status", "rc-x", "--cluster", "eos")
     assert result.exit_code == 130
     assert "Traceback" not in result.stderr
@@ -917,7 +920,7 @@ def test_exit_code_table(error: BaseException, code: int) -> None:
 
 def test_wait_timeout_exits_4() -> None:
     """WaitTimeout is exit 4 (interface.md §4)."""
-    from remote_chain.orchestrator import StatusResult  # noqa: PLC0415
+    from remote_chain.client.orchestrator import StatusResult  # noqa: PLC0415
 
     assert cli.exit_code(WaitTimeout(StatusResult("rc-x", ()))) == 4
 
@@ -957,3 +960,13 @@ def test_version_and_help() -> None:
     help_text = runner.invoke(cli.app, ["--help"]).stdout
     for command in ("submit", "status", "wait", "cancel", "logs", "resume", "render", "doctor"):
         assert command in help_text
+
+
+def split_stdout(text: str) -> dict[str, str]:
+    """The inverse of ``join_for_stdout`` for several scripts: path -> script text."""
+    marks = list(jobscripts.HEADER_RE.finditer(text))
+    out = {}
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() - 1 if i + 1 < len(marks) else len(text)
+        out[mark.group(1)] = text[mark.end() + 1 : end]
+    return out

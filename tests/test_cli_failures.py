@@ -10,10 +10,10 @@ import pytest
 import structlog
 from test_cli import World, _restore_logging, _run_id, world  # noqa: F401 - fixtures
 
+from remote_chain.client.reachability import Outages, UnreachableFor, is_fatal
+from remote_chain.config.settings import Settings
 from remote_chain.errors import AuthenticationError, ConnectError, HostKeyError, RemoteError
 from remote_chain.logconfig import configure_logging
-from remote_chain.reachability import Outages, UnreachableFor, is_fatal
-from remote_chain.settings import Settings
 
 
 @pytest.fixture
@@ -155,10 +155,10 @@ def test_doctor_exits_2_when_the_ssh_config_is_the_problem(
     ssh_config.write_text("Host eos.test\n  StrictHostKeyChecking no\n")
     profile = world.clusters_dir / "eos.toml"
     profile.write_text(profile.read_text() + f'ssh_config = "{ssh_config}"\n')
-    from remote_chain import cli  # noqa: PLC0415
-    from remote_chain.remote import open_remote  # noqa: PLC0415
+    from remote_chain.cli import invocation  # noqa: PLC0415
+    from remote_chain.transport.connect import open_remote  # noqa: PLC0415
 
-    monkeypatch.setattr(cli, "_OPENER", open_remote)  # the real transport reads the config
+    monkeypatch.setattr(invocation, "OPENER", open_remote)  # the real transport reads the config
     result = world.invoke("doctor", "--cluster", "eos")
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert "host-key checking off" in result.stderr

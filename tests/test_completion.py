@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+CLI = "import sys; from remote_chain.cli import main; sys.argv[0] = 'remote-chain'; main()"
 RUN_IDS = ["rc-20261128T000000Z-aaaaaa", "rc-20261130T000000Z-bbbbbb"]
 
 
@@ -82,7 +83,7 @@ def fish(home: Path, line: str) -> list[str]:
 def test_bash_completes_commands_profiles_and_run_ids(home: Path) -> None:
     """bash: command names, --cluster profile names, RUN_ID newest first."""
     assert bash(home, "remote-chain st") == ["status"]
-    assert set(bash(home, "remote-chain ")) >= {"submit", "status", "wait", "runs", "completion"}
+    assert set(bash(home, "remote-chain ")) >= {"submit", "status", "wait", "runs", "agent"}
     assert bash(home, "remote-chain status --cluster ") == ["eos", "selene"]
     assert bash(home, "remote-chain wait ") == list(reversed(RUN_IDS))
     assert bash(home, "remote-chain wait rc-20261128") == [RUN_IDS[0]]
@@ -100,12 +101,12 @@ def test_fish_completes_subcommands_and_run_ids(home: Path) -> None:
     assert fish(home, "remote-chain runs forget ") == list(reversed(RUN_IDS))
 
 
-@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
-def test_completion_prints_a_script_calling_the_program_back(home: Path, shell: str) -> None:
-    """`remote-chain completion SHELL` prints the script the shell sources."""
+def test_show_completion_prints_the_script_of_the_shell_it_runs_in(home: Path) -> None:
+    """`remote-chain --show-completion`, run from bash, prints the script bash sources: it
+    calls the program back with the completion variable set."""
     environ = {"PYTHONPATH": str(REPO), "PATH": os.environ["PATH"], "HOME": str(home)}
     proc = subprocess.run(
-        [sys.executable, "-c", "from remote_chain.cli import main; main()", "completion", shell],
+        ["bash", "-c", '"$0" -c "$1" --show-completion', sys.executable, CLI],
         env=environ,
         capture_output=True,
         text=True,
@@ -113,14 +114,15 @@ def test_completion_prints_a_script_calling_the_program_back(home: Path, shell: 
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert f"_REMOTE_CHAIN_COMPLETE=complete_{shell}" in proc.stdout
-    assert "remote-chain" in proc.stdout
+    assert "_REMOTE_CHAIN_COMPLETE=complete_bash" in proc.stdout
+    assert "complete -o default -F _remote_chain_completion remote-chain" in proc.stdout
 
 
 def test_help_does_not_load_completion_or_rich() -> None:
-    """--help imports none of rich, the runs, timeline or summary modules (P6 start-up time)."""
+    """--help imports none of rich or the commands' implementations: the CLI's dispatch
+    imports a command's module only when it runs."""
     code = (
-        "import sys\nfrom remote_chain.cli import run_cli\ntry:\n    run_cli()\n"
+        "import sys\nfrom remote_chain.cli import main\ntry:\n    main()\n"
         "except SystemExit:\n    pass\nprint(sorted(m for m in sys.modules if m.startswith(('rich',"
         " 'remote_chain.summary', 'remote_chain.runs', 'remote_chain.timeline'))),"
         " file=sys.stderr)\n"

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from remote_chain.bundle import RECORD_FILE, SUBMIT_LOG
 from remote_chain.config import (
     BenchmarkConfig,
     EnvVar,
@@ -28,10 +27,11 @@ from remote_chain.config import (
     load_profile,
     load_submit_config,
 )
+from remote_chain.config.settings import Settings
+from remote_chain.config.yamlload import MAX_DEPTH, load_yaml
 from remote_chain.errors import ConfigError
-from remote_chain.script import CHAIN_FILE, SINCE_FILE
-from remote_chain.settings import Settings
-from remote_chain.yamlload import MAX_DEPTH, load_yaml
+from remote_chain.execs.submit import RECORD_FILE, SUBMIT_LOG
+from remote_chain.job.script import CHAIN_FILE, SINCE_FILE
 
 REPO = Path(__file__).resolve().parent.parent
 

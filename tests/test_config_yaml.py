@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from remote_chain.config import load_submit_config
+from remote_chain.config.yamlload import MAX_ALIAS_NODES, load_yaml, load_yaml_lines
 from remote_chain.errors import ConfigError
-from remote_chain.yamlload import MAX_ALIAS_NODES, load_yaml, load_yaml_lines
 
 SHARED = """\
 x-gpu: &gpu

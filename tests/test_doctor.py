@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from remote_chain.doctor import parse_config, parse_slurm_version, read_doctor
-from remote_chain.wire import encode
+from remote_chain.execs.doctor import parse_config, parse_slurm_version, read_doctor
+from remote_chain.protocol.wire import encode
 
 BANNER = "Welcome to the remote-chain dev cluster (noise line)\n"
 # `scontrol show config` of the dev cluster's `local` (22.05.8), abridged; 24.11 prints the same

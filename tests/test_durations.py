@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remote_chain.durations import (
+from remote_chain.core.durations import (
     DURATION_FORMS,
     MAX_DURATION_S,
     format_duration,
@@ -182,7 +182,7 @@ def test_parse_raises_only_value_error(value: object) -> None:
 def test_pure_modules_import_no_io_libraries() -> None:
     """durations and yamlload stay pure: no anyio, asyncssh, structlog or tenacity."""
     code = (
-        "import sys, remote_chain.durations, remote_chain.yamlload;"
+        "import sys, remote_chain.core.durations, remote_chain.config.yamlload;"
         "bad = {'anyio', 'asyncssh', 'structlog', 'tenacity'} & set(sys.modules);"
         "print(sorted(bad))"
     )

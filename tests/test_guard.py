@@ -16,12 +16,14 @@ from pathlib import Path
 import pytest
 from test_bundle import QUERY, SBATCH, bundle, run
 
-from remote_chain.actions import render_cancel_script, render_logs_script, render_resume_script
-from remote_chain.bundle import RECORD_FILE, render_lookup_script, render_submit_script
-from remote_chain.guard import UNSAFE_EXIT
-from remote_chain.remote.markers import unwrap, wrap
-from remote_chain.script import CANCEL_MARKER, CHAIN_FILE
-from remote_chain.snapshot import Target, render_status_script
+from remote_chain.execs.cancel import render_cancel_script
+from remote_chain.execs.logs import render_logs_script
+from remote_chain.execs.resume import render_resume_script
+from remote_chain.execs.status import Target, render_status_script
+from remote_chain.execs.submit import RECORD_FILE, render_lookup_script, render_submit_script
+from remote_chain.job.script import CANCEL_MARKER, CHAIN_FILE
+from remote_chain.protocol.guard import UNSAFE_EXIT
+from remote_chain.protocol.markers import unwrap, wrap
 
 
 def run_status(script: str, stub_dir: Path) -> tuple[int, str, str]:

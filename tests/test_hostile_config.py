@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from remote_chain.client.plan import read_uploads
 from remote_chain.config import (
     RESERVED_ENV_NAMES,
     RESERVED_ENV_PREFIXES,
@@ -15,8 +16,7 @@ from remote_chain.config import (
     load_submit_config,
 )
 from remote_chain.errors import ConfigError
-from remote_chain.plan import read_uploads
-from remote_chain.script import JobSpec, render_job_script
+from remote_chain.job.script import JobSpec, render_job_script
 
 RESERVED = [
     *sorted(RESERVED_ENV_NAMES),

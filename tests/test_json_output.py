@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remote_chain.records import indented_json
+from remote_chain.core.records import indented_json
 
 SCALARS = (
     st.none()

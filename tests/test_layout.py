@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 from test_cli import CONFIG, NO_SECRET, World, _chains, _items, _run_id, world  # noqa: F401 (the fixture)
 
-from remote_chain import layout
-from remote_chain._template import PER_RENDER, PLACEHOLDER, render_template, template_subs
-from remote_chain.chainstatus import parse_events
-from remote_chain.layout import time_limits
-from remote_chain.models import JobId
-from remote_chain.resumecaps import uncounted_jobs
+from remote_chain.core.chainstatus import parse_events
+from remote_chain.core.models import JobId
+from remote_chain.execs.resume import uncounted_jobs
+from remote_chain.execs.templates import PER_RENDER, PLACEHOLDER, render_template, template_subs
+from remote_chain.protocol import layout
+from remote_chain.protocol.layout import time_limits
 
 PACKAGE = Path(__file__).resolve().parent.parent / "remote_chain"
-TEMPLATES = sorted((PACKAGE / "templates").glob("*.bash"))
+TEMPLATES = sorted([*(PACKAGE / "execs").glob("*.bash"), *(PACKAGE / "job").glob("*.bash")])
 # The run folder's own names (interface.md §3); ordinary words (files, logs) are not policed.
 SPELLINGS = (".gym_", ".remote_chain_", "job.sh", "remote-chain.json")
 
@@ -72,7 +72,7 @@ def test_no_other_module_spells_a_run_folder_name() -> None:
     for path in TEMPLATES:
         for n, code in _code_lines(path):
             if any(s in code for s in SPELLINGS):
-                found.append(f"templates/{path.name}:{n}: {code.strip()}")
+                found.append(f"{path.parent.name}/{path.name}:{n}: {code.strip()}")
     assert found == []
 
 
@@ -112,7 +112,7 @@ def test_only_per_render_data_is_passed_by_callers() -> None:
                 and len(node.args) > 1
             ):
                 extra.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
-    assert {e.split(":")[0] for e in extra} <= {"bundle.py"}  # the submit's payload
+    assert {e.split(":")[0] for e in extra} <= {"execs/submit.py"}  # the submit's payload
 
 
 def test_the_map_has_every_name_and_event_kind() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from remote_chain.limits import (
+from remote_chain.core.limits import (
     Limit,
     fit_problems,
     parse_assoc,

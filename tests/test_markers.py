@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from remote_chain.remote.markers import (
+from remote_chain.protocol.markers import (
     BEGIN_MARKER,
     END_MARKER,
     EXEC_COMMAND,

@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from remote_chain.actions import CancelAnswer, ResumeAnswer
-from remote_chain.bundle import ChainPlan, ClusterBundle, SubmitAnswer, Submitted
-from remote_chain.chainstatus import ChainStatus
-from remote_chain.errors import RemoteError
-from remote_chain.index import IndexedCluster, IndexedRun
-from remote_chain.models import ChainStateName, JobId
-from remote_chain.outcomes import (
+from remote_chain.client.index import IndexedCluster, IndexedRun
+from remote_chain.client.outcomes import (
     cancel_entries,
     per_run,
     planned,
@@ -19,8 +14,13 @@ from remote_chain.outcomes import (
     resume_entries,
     submissions,
 )
-from remote_chain.results import CancelEntry, ClusterFailure, ResumeEntry, Submission
-from remote_chain.resumecaps import Plan
+from remote_chain.core.chainstatus import ChainStatus
+from remote_chain.core.models import ChainStateName, JobId
+from remote_chain.core.results import CancelEntry, ClusterFailure, ResumeEntry, Submission
+from remote_chain.errors import RemoteError
+from remote_chain.execs.cancel import CancelAnswer
+from remote_chain.execs.resume import Plan, ResumeAnswer
+from remote_chain.execs.submit import ChainPlan, ClusterBundle, SubmitAnswer, Submitted
 
 BUNDLE = ClusterBundle(
     "rc-1",

@@ -20,9 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remote_chain._template import CHAIN_WARNING
-from remote_chain.chain import STATE_OUTCOMES, decide
-from remote_chain.models import (
+from remote_chain.core.models import (
     LEASE_LIVE_STATES,
     NON_TERMINAL_STATES,
     QUEUED_STATES,
@@ -36,8 +34,10 @@ from remote_chain.models import (
     ResumePolicy,
     SlurmState,
 )
-from remote_chain.sacct import PROLOGUE_SACCT_FIELDS, parse_state
-from remote_chain.script import (
+from remote_chain.core.rules import STATE_OUTCOMES, decide
+from remote_chain.core.sacct import PROLOGUE_SACCT_FIELDS, parse_state
+from remote_chain.execs.templates import CHAIN_WARNING
+from remote_chain.job.script import (
     CANCEL_MARKER,
     CHAIN_FILE,
     EVENTS_FILE,

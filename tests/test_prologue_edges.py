@@ -31,9 +31,9 @@ from test_prologue import (
 )
 
 import remote_chain
-from remote_chain._template import render_template
-from remote_chain.models import ResumePolicy
-from remote_chain.script import (
+from remote_chain.core.models import ResumePolicy
+from remote_chain.execs.templates import render_template
+from remote_chain.job.script import (
     CHAIN_FILE,
     EVENTS_FILE,
     LEASE_FILE,
@@ -536,7 +536,7 @@ def test_a_requeued_link_gets_no_fresh_budget(tmp_path: Path) -> None:
 # --- Issue 12 point 3: one copy of the rules ----------------------------------------------------
 def test_the_template_holds_no_rule_of_its_own() -> None:
     """prologue.bash only does I/O: no action is chosen, no counter moved, no cap compared there."""
-    template = (Path(remote_chain.__file__).parent / "templates" / "prologue.bash").read_text()
+    template = (Path(remote_chain.__file__).parent / "job" / "prologue.bash").read_text()
     for forbidden in (
         "action=__",
         "retries=$((",

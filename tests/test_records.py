@@ -7,13 +7,10 @@ import json
 
 import pytest
 
-from remote_chain.actions import Check
-from remote_chain.chainstatus import ChainStatus, JobView
-from remote_chain.doctor import DoctorFacts
-from remote_chain.errors import ConfigError, RemoteError
-from remote_chain.models import ChainStateName, JobId
-from remote_chain.records import Record, encode
-from remote_chain.results import (
+from remote_chain.core.chainstatus import ChainStatus, JobView
+from remote_chain.core.models import ChainStateName, JobId
+from remote_chain.core.records import Record, encode
+from remote_chain.core.results import (
     CancelEntry,
     CancelResult,
     ClusterFailure,
@@ -24,6 +21,8 @@ from remote_chain.results import (
     Submission,
     SubmitResult,
 )
+from remote_chain.errors import ConfigError, RemoteError
+from remote_chain.execs.doctor import Check, DoctorFacts
 
 FAILURE = ClusterFailure("eos", RemoteError("cannot connect", host="eos"))
 FAILURE_JSON = {"cluster": "eos", "error": "eos: cannot connect", "kind": "RemoteError"}

@@ -17,8 +17,10 @@ import pytest
 from sshd import HOST, Sshd, free_port, running_sshd
 
 from remote_chain.errors import AuthenticationError, ConnectError, RemoteError, RemoteTimeout
-from remote_chain.remote import CommandResult, Endpoint, open_remote
-from remote_chain.remote.openssh import OpensshRemote, _run_argv, master_command
+from remote_chain.transport.base import CommandResult
+from remote_chain.transport.connect import open_remote
+from remote_chain.transport.endpoint import Endpoint
+from remote_chain.transport.openssh import OpensshRemote, _run_argv, master_command
 
 ALIAS = "loopback-sshd"
 

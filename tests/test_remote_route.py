@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from sshd import HOST, Sshd, free_port, keygen, public_key_line, running_sshd
 
-from remote_chain.cluster import ClusterSession
+from remote_chain.client.cluster import ClusterSession
 from remote_chain.config import load_profile
+from remote_chain.config.settings import Settings
+from remote_chain.core.models import Transport
 from remote_chain.errors import (
     ConfigError,
     ConnectError,
@@ -24,9 +26,8 @@ from remote_chain.errors import (
     HostNotFoundError,
     RefusedError,
 )
-from remote_chain.models import Transport
-from remote_chain.remote import Endpoint, open_remote
-from remote_chain.settings import Settings
+from remote_chain.transport.connect import open_remote
+from remote_chain.transport.endpoint import Endpoint
 
 pytestmark = pytest.mark.ssh
 TRANSPORTS: list[Transport] = ["asyncssh", "openssh"]

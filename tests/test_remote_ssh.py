@@ -24,9 +24,12 @@ from remote_chain.errors import (
     RemoteError,
     RemoteTimeout,
 )
-from remote_chain.remote import CommandResult, Endpoint, markers, open_remote
-from remote_chain.remote.markers import EXEC_COMMAND, OPENSSH_ENV_MAX_BYTES, wrap
-from remote_chain.remote.ssh import SshRemote
+from remote_chain.protocol import markers
+from remote_chain.protocol.markers import EXEC_COMMAND, OPENSSH_ENV_MAX_BYTES, wrap
+from remote_chain.transport.base import CommandResult
+from remote_chain.transport.connect import open_remote
+from remote_chain.transport.endpoint import Endpoint
+from remote_chain.transport.ssh import SshRemote
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -66,8 +69,8 @@ def one_session_sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]
 
 
 def test_importing_the_seam_does_not_import_asyncssh() -> None:
-    """``import remote_chain.remote`` stays cheap: asyncssh loads only when a remote opens."""
-    code = "import sys, remote_chain.remote; print('asyncssh' in sys.modules)"
+    """``import remote_chain.transport`` stays cheap: asyncssh loads only when a remote opens."""
+    code = "import sys, remote_chain.transport; print('asyncssh' in sys.modules)"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )

@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from remote_chain.chainstatus import parse_events
-from remote_chain.models import ChainStateName, JobId
-from remote_chain.resumecaps import (
+from remote_chain.core.chainstatus import parse_events
+from remote_chain.core.models import ChainStateName, JobId
+from remote_chain.execs.resume import (
     ChainFacts,
     ResumeCaps,
     ResumeFacts,
@@ -20,7 +20,7 @@ from remote_chain.resumecaps import (
     uncounted_jobs,
     updated_record,
 )
-from remote_chain.wire import encode
+from remote_chain.protocol.wire import encode
 
 STOPPED, FAILED = ChainStateName.STOPPED, ChainStateName.FAILED
 # sacct -X --duplicates --parsable2 --noheader --format=JobIDRaw,State,ElapsedRaw,ExitCode,

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from test_cli import World, world  # noqa: F401 - the fixture, shared with test_cli
 
+from remote_chain.client.index import IndexedCluster, IndexedRun, RunIndex
+from remote_chain.client.runs import NEVER_CHECKED, last_state, parse_age, prune, run_json
 from remote_chain.errors import ConfigError, ConnectError
-from remote_chain.index import IndexedCluster, IndexedRun, RunIndex
-from remote_chain.runs import NEVER_CHECKED, last_state, parse_age, prune, run_json
 
 
 def _rows(document: dict[str, object], key: str) -> list[Any]:

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from remote_chain.models import JOB_ID_RE, JobId, SlurmState
-from remote_chain.sacct import (
+from remote_chain.core.models import JOB_ID_RE, JobId, SlurmState
+from remote_chain.core.sacct import (
     SACCT_FIELDS,
     QueuedJob,
     parse_sacct,

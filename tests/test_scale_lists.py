@@ -9,10 +9,11 @@ from pathlib import Path
 
 from localexec import run_script, stubs_on_path
 
-from remote_chain.actions import parse_cancel_output, render_cancel_script
-from remote_chain.sacct import MAX_LIST_ARG_BYTES, render_chunks_function
-from remote_chain.script import CANCEL_MARKER, CHAIN_FILE
-from remote_chain.snapshot import Snapshot, Target, parse_status_output, render_status_script
+from remote_chain.core.sacct import MAX_LIST_ARG_BYTES
+from remote_chain.execs.cancel import parse_cancel_output, render_cancel_script
+from remote_chain.execs.status import Snapshot, Target, parse_status_output, render_status_script
+from remote_chain.execs.templates import render_chunks_function
+from remote_chain.job.script import CANCEL_MARKER, CHAIN_FILE
 
 MAX_ARG_STRLEN = 128 * 1024
 RUN_ID = "rc-20261130T000000Z-abcdef"

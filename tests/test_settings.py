@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from remote_chain.config.settings import ENV_PREFIX, Settings, load_settings
 from remote_chain.errors import ConfigError
-from remote_chain.settings import ENV_PREFIX, Settings, load_settings
 
 EXAMPLE = Path(__file__).resolve().parent.parent / ".env.example"
 # A setting line, active or commented out: `REMOTE_CHAIN_X=...` or `# REMOTE_CHAIN_X=...`.

@@ -18,17 +18,17 @@ from sshd import Sshd, running_sshd
 from structlog.testing import capture_logs
 
 from remote_chain.errors import RemoteError, RemoteTimeout
-from remote_chain.remote import CommandResult, result_from_output
-from remote_chain.remote.markers import END_MARKER, wrap
-from remote_chain.remote.shell import ShellRemote
-from remote_chain.remote.shellframe import (
+from remote_chain.protocol.markers import END_MARKER, wrap
+from remote_chain.transport.base import CommandResult, result_from_output
+from remote_chain.transport.shell import ShellRemote
+from remote_chain.transport.shellframe import (
     DONE_MARKER,
     frame_request,
     parse_reply,
     ready_pid,
     shell_loop,
 )
-from remote_chain.remote.ssh import SshRemote
+from remote_chain.transport.ssh import SshRemote
 
 # Lines a hostile or unlucky script prints: done and end markers of other nonces, a header.
 _FAKES = (

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from remote_chain.errors import ConfigError
-from remote_chain.remote import Endpoint
-from remote_chain.remote.openssh import _proxy_command, parse_ssh_g, refuse_unchecked
-from remote_chain.remote.sshconfig import DEFAULT_CONNECT_TIMEOUT, resolve, split_jump
+from remote_chain.transport.endpoint import Endpoint
+from remote_chain.transport.openssh import _proxy_command, parse_ssh_g, refuse_unchecked
+from remote_chain.transport.sshconfig import DEFAULT_CONNECT_TIMEOUT, resolve, split_jump
 
 
 @pytest.fixture

@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 from localexec import run_script, stubs_on_path
 
-from remote_chain.chainstatus import ChainStatus, JobView, derive, final_lines
-from remote_chain.index import FINAL_TTL, ISO_UTC, IndexedCluster, IndexedRun, RunIndex
-from remote_chain.models import ChainStateName, JobId, SlurmState
-from remote_chain.results import StatusResult
-from remote_chain.runs import note_status
-from remote_chain.sacct import parse_sacct
-from remote_chain.script import CHAIN_FILE
-from remote_chain.snapshot import (
+from remote_chain.client.index import FINAL_TTL, ISO_UTC, IndexedCluster, IndexedRun, RunIndex
+from remote_chain.client.runs import note_status
+from remote_chain.core.chainstatus import ChainStatus, JobView, derive, final_lines
+from remote_chain.core.models import ChainStateName, JobId, SlurmState
+from remote_chain.core.results import StatusResult
+from remote_chain.core.sacct import parse_sacct
+from remote_chain.execs.status import (
     ChainFiles,
     FileRead,
     RunFiles,
@@ -28,6 +27,7 @@ from remote_chain.snapshot import (
     parse_status_output,
     render_status_script,
 )
+from remote_chain.job.script import CHAIN_FILE
 
 RUN_ID = "rc-20261203T000000Z-abcdef"
 CHAINS = 6

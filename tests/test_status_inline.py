@@ -11,17 +11,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remote_chain import wire
-from remote_chain._template import INLINE_FILE_BYTES, MAX_FILE_BYTES
-from remote_chain.remote.markers import wrap
-from remote_chain.script import CHAIN_FILE, EVENTS_FILE
-from remote_chain.snapshot import (
+from remote_chain.execs.status import (
     FileRead,
     Snapshot,
     Target,
     parse_status_output,
     render_status_script,
 )
+from remote_chain.execs.templates import INLINE_FILE_BYTES, MAX_FILE_BYTES
+from remote_chain.job.script import CHAIN_FILE, EVENTS_FILE
+from remote_chain.protocol import wire
+from remote_chain.protocol.markers import wrap
 
 
 def _status(run_dir: Path) -> Snapshot:

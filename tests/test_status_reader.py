@@ -21,9 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remote_chain._template import INLINE_FILE_BYTES
-from remote_chain.guard import UNSAFE_EXIT
-from remote_chain.layout import (
+from remote_chain.execs.status import Target, parse_status_output, render_status_script
+from remote_chain.execs.templates import INLINE_FILE_BYTES
+from remote_chain.protocol.guard import UNSAFE_EXIT
+from remote_chain.protocol.layout import (
     CANCEL_MARKER,
     CHAIN_FILE,
     EVENTS_FILE,
@@ -34,12 +35,7 @@ from remote_chain.layout import (
     RETRIES_FILE,
     WALLTIME_FILE,
 )
-from remote_chain.remote.markers import wrap
-from remote_chain.snapshot import (
-    Target,
-    parse_status_output,
-    render_status_script,
-)
+from remote_chain.protocol.markers import wrap
 
 RUN_ID = "rc-20261201T000000Z-abcdef"
 THRESHOLD = "(( ${#wanted[@]} > 8 ))"

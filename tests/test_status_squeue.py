@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from localexec import run_script, squeue_record, stubs_on_path
 
-from remote_chain import wire
-from remote_chain.models import JobId
-from remote_chain.runstatus import statuses
-from remote_chain.script import CHAIN_FILE
-from remote_chain.snapshot import Target, parse_status_output, render_status_script
+from remote_chain.core.models import JobId
+from remote_chain.core.runstatus import statuses
+from remote_chain.execs.status import Target, parse_status_output, render_status_script
+from remote_chain.job.script import CHAIN_FILE
+from remote_chain.protocol import wire
 
 RUN_ID = "rc-20261201T000000Z-abcdef"
 CHAINS = 40  # under the awk path's 256 names: each path is forced in turn

@@ -19,13 +19,13 @@ import pytest
 from rich.console import Console
 from test_cli import World, world  # noqa: F401 - the fixture, shared with test_cli
 
-from remote_chain.chainstatus import ChainStatus, JobView
+from remote_chain.cli.summary import DATE_FORMAT, gantt, markdown, parse_gantt
+from remote_chain.cli.timeline import BAR_CELLS, EMPTY, FULL, LINK_STYLES, bar, timeline_view
+from remote_chain.client.orchestrator import ClusterFailure, StatusResult
+from remote_chain.core.chainstatus import ChainStatus, JobView
+from remote_chain.core.models import ChainStateName, JobId
 from remote_chain.errors import ConnectError
-from remote_chain.layout import time_limits
-from remote_chain.models import ChainStateName, JobId
-from remote_chain.orchestrator import ClusterFailure, StatusResult
-from remote_chain.summary import DATE_FORMAT, gantt, markdown, parse_gantt
-from remote_chain.timeline import BAR_CELLS, EMPTY, FULL, LINK_STYLES, bar, timeline_view
+from remote_chain.protocol.layout import time_limits
 
 NOW = dt.datetime(2026, 11, 29, 23, 0, 0)
 

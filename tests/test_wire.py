@@ -10,9 +10,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remote_chain import wire
-from remote_chain._template import render_template
-from remote_chain.wire import decode, encode
+from remote_chain.execs.templates import render_template
+from remote_chain.protocol import wire
+from remote_chain.protocol.wire import decode, encode
 
 WIRE = render_template("wire.bash", {})
 # Arguments of a bash function cannot hold NUL; a file's bytes can (rc_emit_file, below).

@@ -1,8 +1,8 @@
 """The typer app: global options, completion callbacks and the option types commands share.
 
 The commands themselves are declared in the modules beside this one (``submit``,
-``status``, ``chains``, ``local``, ``agent``, ``runs``, ``shell``), each registering on
-``app`` as ``cli/__init__`` imports it.
+``status``, ``chains``, ``local``, ``agent``, ``runs``), each registering on
+``app`` as ``cli/__init__`` imports it; what each does is in ``cli/commands/``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Annotated
 
 import typer
 
-from remote_chain import __version__
 from remote_chain.cli.frame import PROG, Globals
+from remote_chain.version import __version__
 
 
 class LogFormat(enum.StrEnum):
@@ -34,7 +34,7 @@ app = typer.Typer(
     ),
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -84,20 +84,20 @@ def _global_options(
     ctx.obj = Globals(clusters_dir, log_format.value if log_format else None, verbose)
 
 
-# --- shell completion (remote_chain/completion.py, imported only while completing) ----------
+# --- shell completion (cli/commands/completion.py, imported only while completing) ---------
 
 
 def complete_cluster(ctx: typer.Context, incomplete: str) -> list[str]:
-    from remote_chain.completion import cluster_names  # noqa: PLC0415 - start-up time
+    from remote_chain.cli.commands import completion  # noqa: PLC0415 - dispatch
 
     folder = ctx.find_root().params.get("clusters_dir")
-    return cluster_names(folder if isinstance(folder, Path) else None, incomplete)
+    return completion.cluster_names(folder if isinstance(folder, Path) else None, incomplete)
 
 
 def complete_run_id(incomplete: str) -> list[str]:
-    from remote_chain.completion import run_ids  # noqa: PLC0415 - start-up time
+    from remote_chain.cli.commands import completion  # noqa: PLC0415 - dispatch
 
-    return run_ids(incomplete)
+    return completion.run_ids(incomplete)
 
 
 # --- option types shared by the commands -----------------------------------------------------

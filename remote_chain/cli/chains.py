@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -15,18 +14,7 @@ from remote_chain.cli.app import (
     app,
     complete_cluster,
 )
-from remote_chain.cli.frame import (
-    COMMAND_LINE,
-    combine,
-    guard,
-    names,
-    prepare,
-    report_failures,
-)
-from remote_chain.errors import ConfigError
-
-if TYPE_CHECKING:
-    from remote_chain.resumecaps import ResumeCaps
+from remote_chain.cli.frame import guard, names
 
 
 @app.command()
@@ -43,15 +31,15 @@ def cancel(
     """
 
     def body() -> int:
-        inv = prepare(ctx, json_output=json_output)
-        clusters, benches = names(cluster), names(benchmark)
-        with inv.progress(f"cancelling {run_id}"):
-            result = inv.run(lambda rc: rc.cancel(run_id, clusters=clusters, benchmarks=benches))
-        from remote_chain import render as views  # noqa: PLC0415 - start-up time
+        from remote_chain.cli.commands import chains as command  # noqa: PLC0415 - dispatch
 
-        inv.emit(result.to_json(), lambda: views.cancel_view(result))
-        codes = report_failures(result.failures)
-        return combine(codes + [1 for e in result.cancelled if e.error is not None])
+        return command.cancel(
+            ctx,
+            json_output=json_output,
+            run_id=run_id,
+            clusters=names(cluster),
+            benchmarks=names(benchmark),
+        )
 
     guard(ctx, json_output, body)
 
@@ -95,33 +83,20 @@ def resume(
     """
 
     def body() -> int:
-        inv = prepare(ctx, json_output=json_output)
-        clusters, benches = names(cluster), names(benchmark)
-        caps = _resume_caps(max_walltime, max_retries, reset_retries)
-        with inv.progress(f"resuming {run_id}"):
-            result = inv.run(
-                lambda rc: rc.resume(run_id, clusters=clusters, benchmarks=benches, caps=caps)
-            )
-        from remote_chain import render as views  # noqa: PLC0415 - start-up time
+        from remote_chain.cli.commands import chains as command  # noqa: PLC0415 - dispatch
 
-        inv.emit(result.to_json(), lambda: views.resume_view(result))
-        codes = report_failures(result.failures)
-        return combine(codes + [1 for e in result.resumed if e.error is not None])
+        return command.resume(
+            ctx,
+            json_output=json_output,
+            run_id=run_id,
+            clusters=names(cluster),
+            benchmarks=names(benchmark),
+            max_walltime=max_walltime,
+            max_retries=max_retries,
+            reset_retries=reset_retries,
+        )
 
     guard(ctx, json_output, body)
-
-
-def _resume_caps(max_walltime: str | None, max_retries: int | None, reset: bool) -> ResumeCaps:
-    from remote_chain.durations import parse_duration  # noqa: PLC0415 - start-up time
-    from remote_chain.resumecaps import ResumeCaps  # noqa: PLC0415 - start-up time
-
-    seconds = None
-    if max_walltime is not None:
-        try:
-            seconds = parse_duration(max_walltime)
-        except ValueError as exc:
-            raise ConfigError(str(exc), source=COMMAND_LINE, field="--max-walltime") from None
-    return ResumeCaps(seconds, max_retries, reset)
 
 
 @app.command()
@@ -156,17 +131,10 @@ def logs(
     """
 
     def body() -> int:
-        inv = prepare(ctx, json_output=False)
-        inv.run(
-            lambda rc: rc.logs(
-                run_id, benchmark, cluster=cluster, job_id=job, follow=follow, write=_write
-            )
+        from remote_chain.cli.commands import chains as command  # noqa: PLC0415 - dispatch
+
+        return command.logs(
+            ctx, run_id=run_id, benchmark=benchmark, cluster=cluster, job=job, follow=follow
         )
-        return 0
 
     guard(ctx, False, body)
-
-
-def _write(data: str) -> None:
-    sys.stdout.write(data)
-    sys.stdout.flush()

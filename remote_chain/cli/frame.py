@@ -11,37 +11,32 @@ flattened so each failure is reported once. Each error is one line on stderr,
 holds exactly one JSON document, also on error (``{"errors": [...]}``); logs always go to
 stderr.
 
-Only typer and small modules are imported at the top (start-up time, see ``cli/__init__``).
+Only typer and small modules are imported here: every command's declaration imports it,
+``--help`` included (see ``cli/__init__``). What a running command needs (settings, logging,
+the orchestrator, rich) is ``invocation``'s.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
+from remote_chain.core.records import indented_json
 from remote_chain.errors import RemoteChainError, RemoteError
-from remote_chain.records import indented_json
 
 if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
-
-    from remote_chain.orchestrator import Orchestrator
-    from remote_chain.results import ClusterFailure
-    from remote_chain.settings import Settings
+    from remote_chain.core.results import ClusterFailure
 
 
 PROG = "remote-chain"
 COMMAND_LINE = "<command line>"
 EXIT_INTERRUPTED = 130
-PIPED_WIDTH = 160  # columns of tables written to a pipe or file (rich's default is 80)
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -51,99 +46,9 @@ class Globals:
     verbosity: int
 
 
-class _Progress(Protocol):
-    def update(self, status: str) -> None: ...
-
-
-class _NoProgress:
-    def update(self, status: str) -> None:
-        pass
-
-
-@dataclass
-class Invocation:
-    """One command's settings, logging, output mode and its single ``anyio.run``."""
-
-    globals: Globals
-    settings: Settings
-    json_output: bool
-
-    def orchestrator(self) -> Orchestrator:
-        from remote_chain import cli  # noqa: PLC0415 - the test seam lives on the package
-        from remote_chain.orchestrator import Orchestrator  # noqa: PLC0415 - start-up time
-
-        opener = cli._OPENER
-        if opener is None:
-            return Orchestrator(self.settings, clusters_dir=self.globals.clusters_dir)
-        return Orchestrator(self.settings, clusters_dir=self.globals.clusters_dir, opener=opener)
-
-    def run(self, flow: Callable[[Orchestrator], Awaitable[T]]) -> T:
-        """The command's one event loop: an Orchestrator used as ``async with``, then closed."""
-        import anyio  # noqa: PLC0415 - start-up time
-
-        # The result leaves through a box, not as the main task's result: asyncio's Runner
-        # puts the task in its SIGINT handler, and restoring that handler makes the signal
-        # module build repr(handler), the task's result included, in full.
-        box: list[T] = []
-
-        async def main() -> None:
-            async with self.orchestrator() as rc:
-                box.append(await flow(rc))
-
-        anyio.run(main, backend="asyncio")
-        return box[0]
-
-    @contextmanager
-    def progress(self, status: str) -> Iterator[_Progress]:
-        """A spinner on stderr, only for people: stderr a terminal and no ``--json``."""
-        if self.json_output or not _isatty(sys.stderr):
-            yield _NoProgress()
-            return
-        from rich.console import Console  # noqa: PLC0415 - start-up time
-
-        with Console(stderr=True).status(status) as spinner:
-            yield spinner
-
-    def emit(self, document: object, view: Callable[[], RenderableType]) -> None:
-        """Exactly one JSON document with ``--json``, else the human view, on stdout."""
-        if self.json_output:
-            write_json(document)
-        else:
-            stdout_console().print(view())
-
-
 def write_json(document: object) -> None:
     sys.stdout.write(indented_json(document) + "\n")
     sys.stdout.flush()
-
-
-def stdout_console() -> Console:
-    """Rich on stdout; piped (a file, CI logs) it is wide, so that no job id is folded."""
-    from rich.console import Console  # noqa: PLC0415 - start-up time
-
-    wide = not _isatty(sys.stdout) and "COLUMNS" not in os.environ
-    return Console(highlight=False, width=PIPED_WIDTH if wide else None)
-
-
-def _isatty(stream: object) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty()) if callable(isatty) else False
-    except ValueError:
-        return False
-
-
-def prepare(ctx: typer.Context, *, json_output: bool) -> Invocation:
-    """Settings, then logging (once per invocation), for a command about to run."""
-    from remote_chain.logconfig import configure_logging  # noqa: PLC0415 - start-up time
-    from remote_chain.settings import load_settings  # noqa: PLC0415 - start-up time
-
-    g = ctx.obj if isinstance(ctx.obj, Globals) else Globals(None, None, 0)
-    settings = load_settings()
-    # Human text unless asked for JSON, even with --json (stdout's format, not stderr's).
-    fmt = g.log_format or settings.log_format
-    configure_logging(fmt, g.verbosity)
-    return Invocation(g, settings, json_output)
 
 
 def guard(ctx: typer.Context, json_output: bool, body: Callable[[], int]) -> NoReturn:
@@ -203,8 +108,6 @@ def report(exc: BaseException, *, json_output: bool, verbosity: int) -> int:
     for failure in failures:
         error_line(_describe(failure))
         if verbosity >= 2 and not isinstance(failure, KeyboardInterrupt):
-            import traceback  # noqa: PLC0415 - only with -vv
-
             traceback.print_exception(failure, file=sys.stderr)
     if json_output:
         write_json({"errors": [_error_json(f) for f in failures]})
@@ -229,6 +132,3 @@ def report_failures(failures: Sequence[ClusterFailure]) -> list[int]:
 
 def names(values: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(values or ())
-
-
-# --- shell completion (remote_chain/completion.py, imported only while completing) ----------

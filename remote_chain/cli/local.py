@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -16,17 +15,8 @@ from remote_chain.cli.app import (
     app,
     complete_cluster,
 )
-from remote_chain.cli.frame import (
-    guard,
-    names,
-    prepare,
-)
-from remote_chain.errors import ConfigError, RemoteError
-from remote_chain.jobscripts import RENDER_RUN_ID
-from remote_chain.layout import JOB_SCRIPT
-
-if TYPE_CHECKING:
-    from remote_chain.orchestrator import Orchestrator
+from remote_chain.cli.frame import guard, names
+from remote_chain.protocol.layout import JOB_SCRIPT, RENDER_RUN_ID
 
 
 @app.command()
@@ -60,17 +50,16 @@ def render(
     """
 
     def body() -> int:
-        from remote_chain import jobscripts  # noqa: PLC0415 - start-up time
+        from remote_chain.cli.commands import local as command  # noqa: PLC0415 - dispatch
 
-        inv = prepare(ctx, json_output=False)
-        rc = inv.orchestrator()
-        scripts = rc.render(config, names(cluster), benchmarks=names(benchmark), run_id=run_id)
-        if out is None:
-            sys.stdout.write(jobscripts.join_for_stdout(scripts))
-        else:
-            for path in jobscripts.write_scripts(scripts, out):
-                sys.stdout.write(f"{path}\n")
-        return 0
+        return command.render(
+            ctx,
+            config=config,
+            clusters=names(cluster),
+            benchmarks=names(benchmark),
+            run_id=run_id,
+            out=out,
+        )
 
     guard(ctx, False, body)
 
@@ -98,22 +87,9 @@ def doctor(
     """
 
     def body() -> int:
-        inv = prepare(ctx, json_output=json_output)
+        from remote_chain.cli.commands import local as command  # noqa: PLC0415 - dispatch
 
-        async def flow(rc: Orchestrator) -> Any:
-            rc.profile(cluster)  # an unknown or invalid profile is a config error (2)
-            (result,) = await rc.doctor([cluster])
-            return result
-
-        with inv.progress(f"checking {cluster}"):
-            result = inv.run(flow)
-        from remote_chain import render as views  # noqa: PLC0415 - start-up time
-
-        inv.emit(result.to_json(), lambda: views.doctor_view(result))
-        if result.ok:
-            return 0
-        ssh_failed = any(c.name == "ssh" and not c.ok for c in result.checks)
-        return RemoteError.exit_code if ssh_failed else 1
+        return command.doctor(ctx, json_output=json_output, cluster=cluster)
 
     guard(ctx, json_output, body)
 
@@ -126,39 +102,8 @@ def clusters(ctx: typer.Context, json_output: JsonOpt = False) -> None:
     """
 
     def body() -> int:
-        inv = prepare(ctx, json_output=json_output)
-        from remote_chain.config import (  # noqa: PLC0415 - start-up time
-            default_clusters_dirs,
-            scan_profiles,
-        )
+        from remote_chain.cli.commands import local as command  # noqa: PLC0415 - dispatch
 
-        dirs = default_clusters_dirs(inv.globals.clusters_dir, inv.settings)
-        # Every profile, the broken ones with their error, then exit 2 if any is broken.
-        profiles, broken = scan_profiles(dirs)
-        searched = [str(d) for d in dirs]
-        document = {
-            "clusters": [
-                {
-                    "name": p.name,
-                    "host": p.host,
-                    "port": p.port,
-                    "user": p.user,
-                    "workdir": p.workdir,
-                    "executor": p.executor,
-                    "transport": p.transport,
-                    "source": str(p.source),
-                }
-                for p in profiles
-            ],
-            "broken": [
-                {"name": name, "source": str(path), "error": str(error)}
-                for name, path, error in broken
-            ],
-            "searched": searched,
-        }
-        from remote_chain import render as views  # noqa: PLC0415 - start-up time
-
-        inv.emit(document, lambda: views.clusters_view(profiles, searched, broken))
-        return ConfigError.exit_code if broken else 0
+        return command.clusters(ctx, json_output=json_output)
 
     guard(ctx, json_output, body)

@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from remote_chain.cli.app import (
-    JsonOpt,
-    app,
-    complete_run_id,
-)
-from remote_chain.cli.frame import (
-    combine,
-    error_line,
-    guard,
-    prepare,
-    report_failures,
-)
-
-if TYPE_CHECKING:
-    from rich.console import RenderableType
-
+from remote_chain.cli.app import JsonOpt, app, complete_run_id
+from remote_chain.cli.frame import guard
 
 runs_app = typer.Typer(
     name="runs",
@@ -54,24 +39,9 @@ def runs(
         return
 
     def body() -> int:
-        from remote_chain import runs as index_runs  # noqa: PLC0415 - start-up time
+        from remote_chain.cli.commands import runs as command  # noqa: PLC0415 - dispatch
 
-        inv = prepare(ctx, json_output=json_output)
-        rc = inv.orchestrator()
-        listed = rc.index.recent(limit)
-        codes: list[int] = []
-        if refresh and listed:
-            ids = [r.run_id for r in listed]
-            with inv.progress(f"reading {len(ids)} runs"):
-                results = inv.run(lambda o: o.status_recent(run_ids=ids))
-            failures = {f.cluster: f for r in results for f in r.failures}
-            codes = report_failures(list(failures.values()))
-            listed = [r for r in (rc.index.load(i) for i in ids) if r is not None]
-        from remote_chain import render as views  # noqa: PLC0415 - start-up time
-
-        rows = [index_runs.run_json(r) for r in listed]
-        inv.emit({"runs": rows, "index": str(rc.index.folder)}, lambda: views.runs_view(rows))
-        return combine(codes)
+        return command.runs(ctx, json_output=json_output, refresh=refresh, limit=limit)
 
     guard(ctx, json_output, body)
 
@@ -93,15 +63,9 @@ def runs_forget(
     """
 
     def body() -> int:
-        from remote_chain import runs as index_runs  # noqa: PLC0415 - start-up time
+        from remote_chain.cli.commands import runs as command  # noqa: PLC0415 - dispatch
 
-        inv = prepare(ctx, json_output=json_output)
-        gone, unknown = index_runs.forget(inv.orchestrator().index, run_ids)
-        for run_id in unknown:
-            error_line(f"{run_id}: not in the local index")
-        document = {"forgotten": gone, "not_found": unknown}
-        inv.emit(document, lambda: _lines([f"forgot {r}" for r in gone]))
-        return 1 if unknown else 0
+        return command.forget(ctx, json_output=json_output, run_ids=run_ids)
 
     guard(ctx, json_output, body)
 
@@ -123,19 +87,8 @@ def runs_prune(
     """Forget runs older than a duration from the local index; clusters are not touched."""
 
     def body() -> int:
-        from remote_chain import runs as index_runs  # noqa: PLC0415 - start-up time
+        from remote_chain.cli.commands import runs as command  # noqa: PLC0415 - dispatch
 
-        inv = prepare(ctx, json_output=json_output)
-        seconds = index_runs.parse_age(older_than)
-        removed = index_runs.prune(inv.orchestrator().index, seconds)
-        ids = [r.run_id for r in removed]
-        inv.emit({"forgotten": ids}, lambda: _lines([f"forgot {r}" for r in ids] or ["none"]))
-        return 0
+        return command.prune(ctx, json_output=json_output, older_than=older_than)
 
     guard(ctx, json_output, body)
-
-
-def _lines(lines: Sequence[str]) -> RenderableType:
-    from rich.text import Text  # noqa: PLC0415 - start-up time
-
-    return Text("\n".join(lines))

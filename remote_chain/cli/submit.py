@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from remote_chain.cli.app import (
-    BenchmarksOpt,
-    ConfigArg,
-    JsonOpt,
-    RequiredClustersOpt,
-    app,
-)
-from remote_chain.cli.frame import (
-    combine,
-    guard,
-    names,
-    prepare,
-    report_failures,
-)
-
-if TYPE_CHECKING:
-    from rich.console import RenderableType
+from remote_chain.cli.app import BenchmarksOpt, ConfigArg, JsonOpt, RequiredClustersOpt, app
+from remote_chain.cli.frame import guard, names
 
 
 @app.command()
@@ -49,29 +34,16 @@ def submit(
     """Submit a run on every named cluster."""
 
     def body() -> int:
-        inv = prepare(ctx, json_output=json_output)
-        clusters = names(cluster)
-        with inv.progress(f"submitting to {', '.join(dict.fromkeys(clusters))}"):
-            result = inv.run(
-                lambda rc: rc.submit(
-                    config,
-                    clusters,
-                    benchmarks=names(benchmark),
-                    run_id=run_id,
-                    dry_run=dry_run,
-                )
-            )
+        from remote_chain.cli.commands import submit as command  # noqa: PLC0415 - dispatch
 
-        def view() -> RenderableType:
-            # Imported only for the table: rich costs --json ~15 ms (issue 13, P9).
-            from remote_chain import render as views  # noqa: PLC0415
-
-            bundles = views.describe_bundles(result.bundles) if dry_run else []
-            return views.submit_view(result, bundles)
-
-        inv.emit(result.to_json(), view)
-        codes = report_failures(result.failures)
-        codes += [1 for s in result.submissions if s.error is not None]
-        return combine(codes)
+        return command.submit(
+            ctx,
+            json_output=json_output,
+            config=config,
+            clusters=names(cluster),
+            benchmarks=names(benchmark),
+            run_id=run_id,
+            dry_run=dry_run,
+        )
 
     guard(ctx, json_output, body)

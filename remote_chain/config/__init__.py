@@ -56,7 +56,7 @@ from remote_chain.config.validators import (
     RESERVED_BENCHMARK_PREFIXES,
     Duration,
 )
-from remote_chain.models import Executor, Transport
+from remote_chain.core.models import Executor, Transport
 
 __all__ = [
     "COMMAND_LINE",

@@ -13,8 +13,8 @@ from remote_chain.config.profile import ClusterProfile
 from remote_chain.config.submit import SubmitConfig, SubmitFile
 from remote_chain.config.translate import FROM_CALLER, config_error
 from remote_chain.config.validators import FROM_FILE, check_name
+from remote_chain.config.yamlload import MAX_YAML_BYTES, load_yaml_lines
 from remote_chain.errors import ConfigError
-from remote_chain.yamlload import MAX_YAML_BYTES, load_yaml_lines
 
 
 def _read(path: Path) -> bytes:

@@ -13,7 +13,7 @@ from remote_chain.config.validators import check_name
 from remote_chain.errors import ConfigError
 
 if TYPE_CHECKING:
-    from remote_chain.settings import Settings
+    from remote_chain.config.settings import Settings
 
 
 COMMAND_LINE = "<command line>"

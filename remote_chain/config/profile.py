@@ -29,9 +29,9 @@ from remote_chain.config.validators import (
     context_of,
     one_line,
 )
-from remote_chain.durations import parse_persist
+from remote_chain.core.durations import parse_persist
+from remote_chain.core.models import Executor, Transport
 from remote_chain.errors import ConfigError
-from remote_chain.models import Executor, Transport
 
 _WORKDIR = re.compile(r"/[A-Za-z0-9._/@+,:=~-]*")
 

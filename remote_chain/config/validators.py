@@ -16,9 +16,9 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, PlainSerializer, ValidationInfo
 
-from remote_chain.durations import MAX_DURATION_S, format_duration, parse_duration
-from remote_chain.layout import OWN_PREFIX, RECORD_FILE, STATE_PREFIX, UPLOADS_DIR
-from remote_chain.models import NAME_RE
+from remote_chain.core.durations import MAX_DURATION_S, format_duration, parse_duration
+from remote_chain.core.models import NAME_RE
+from remote_chain.protocol.layout import OWN_PREFIX, RECORD_FILE, STATE_PREFIX, UPLOADS_DIR
 
 MAX_NAME_LEN = 100
 # Siblings of the benchmark folders in <workdir>/<run_id>/<cluster>/ (interface.md section 3):

@@ -70,10 +70,9 @@ def _main() -> None:
         if fast:
             # remote-chain's own connection: begun before the import (remote/early.py), then
             # asyncssh imported without the gcc probe and authenticating in one flight.
-            from remote_chain.remote.liblookup import without_compiler  # noqa: PLC0415
-
             from remote_chain.remote import early  # noqa: PLC0415
             from remote_chain.remote.endpoint import Endpoint  # noqa: PLC0415
+            from remote_chain.remote.liblookup import without_compiler  # noqa: PLC0415
 
             # No ssh config, as asyncssh is given none below (an empty file: begin reads it).
             empty = Path(known).with_name("floor_ssh_config")

@@ -15,15 +15,17 @@ import anyio
 import devcluster  # tests/ is on sys.path: pytest's rootdir-relative import, as in conftest.py
 import pytest
 
-from remote_chain.cluster import endpoint_for
+from remote_chain.client.cluster import endpoint_for
+from remote_chain.client.orchestrator import Orchestrator
 from remote_chain.config import find_profile
+from remote_chain.config.settings import Settings
 from remote_chain.errors import ConnectError, RemoteTimeout
-from remote_chain.orchestrator import Orchestrator
-from remote_chain.remote import CommandResult, agent, open_remote
-from remote_chain.remote.endpoint import Endpoint
-from remote_chain.remote.shell import ShellRemote
-from remote_chain.remote.ssh import SshRemote
-from remote_chain.settings import Settings
+from remote_chain.transport import agent
+from remote_chain.transport.base import CommandResult
+from remote_chain.transport.connect import open_remote
+from remote_chain.transport.endpoint import Endpoint
+from remote_chain.transport.shell import ShellRemote
+from remote_chain.transport.ssh import SshRemote
 
 from .conftest import write_config, write_profile
 
@@ -216,5 +218,5 @@ def test_a_command_through_the_agent_does_not_import_asyncssh(
         run("agent", "stop", "-c", CLUSTER)
     assert "no run 20261130-000000-abcd under" in status.stdout  # the login node answered
     imported = {line.split("|")[2].strip() for line in status.stderr.splitlines() if "|" in line}
-    assert "remote_chain.remote.agent" in imported
-    assert not {"asyncssh", "remote_chain.remote.ssh", "remote_chain.remote.shell"} & imported
+    assert "remote_chain.transport.agent" in imported
+    assert not {"asyncssh", "remote_chain.transport.ssh", "remote_chain.transport.shell"} & imported

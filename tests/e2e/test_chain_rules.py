@@ -20,7 +20,7 @@ from pathlib import Path
 import devcluster
 import pytest
 
-from remote_chain.models import ChainStateName
+from remote_chain.core.models import ChainStateName
 
 from .conftest import (
     CHAIN_WARNING,

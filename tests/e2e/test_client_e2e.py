@@ -28,11 +28,13 @@ import anyio
 import devcluster
 import pytest
 
+from remote_chain.client.index import RunIndex
+from remote_chain.client.orchestrator import Orchestrator, StatusResult, SubmitResult
+from remote_chain.core.models import ChainStateName
 from remote_chain.errors import AuthenticationError, ConnectError, HostKeyError
-from remote_chain.index import RunIndex
-from remote_chain.models import ChainStateName
-from remote_chain.orchestrator import Orchestrator, StatusResult, SubmitResult
-from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
+from remote_chain.transport.base import CommandResult, Remote
+from remote_chain.transport.connect import open_remote
+from remote_chain.transport.endpoint import Endpoint
 
 from .conftest import (
     REPO,

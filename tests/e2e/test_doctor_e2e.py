@@ -18,7 +18,7 @@ from pathlib import Path
 import devcluster
 import pytest
 
-from remote_chain.doctor import parse_slurm_version
+from remote_chain.execs.doctor import parse_slurm_version
 
 pytestmark = pytest.mark.e2e
 CLI = (sys.executable, "-c", "from remote_chain.cli import main; main()")

@@ -23,9 +23,9 @@ import devcluster
 import pytest
 import yaml
 
-from remote_chain.chainstatus import ChainStatus
-from remote_chain.models import ChainStateName
-from remote_chain.script import SECRETS_FILE, UNKNOWN_FILE
+from remote_chain.core.chainstatus import ChainStatus
+from remote_chain.core.models import ChainStateName
+from remote_chain.job.script import SECRETS_FILE, UNKNOWN_FILE
 
 from .conftest import (
     Chain,

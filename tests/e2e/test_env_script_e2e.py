@@ -13,10 +13,10 @@ import anyio
 import devcluster  # tests/ is on sys.path: pytest's rootdir-relative import, as in conftest.py
 import pytest
 
-from remote_chain.cluster import endpoint_for
+from remote_chain.client.cluster import endpoint_for
 from remote_chain.config import find_profile
-from remote_chain.remote import open_remote
-from remote_chain.settings import Settings
+from remote_chain.config.settings import Settings
+from remote_chain.transport.connect import open_remote
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

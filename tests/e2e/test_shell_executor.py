@@ -8,8 +8,8 @@ from pathlib import Path
 import devcluster
 import pytest
 
+from remote_chain.core.models import ChainStateName
 from remote_chain.errors import ConfigError
-from remote_chain.models import ChainStateName
 
 from .conftest import Client, write_config, write_profile
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import devcluster
 import pytest
 
-from remote_chain.models import Transport
+from remote_chain.core.models import Transport
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

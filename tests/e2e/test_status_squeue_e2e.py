@@ -12,10 +12,10 @@ import devcluster
 import pytest
 from localexec import squeue_record
 
-from remote_chain.models import ChainStateName
-from remote_chain.orchestrator import StatusResult
-from remote_chain.remote.markers import wrap
-from remote_chain.snapshot import Target, parse_status_output, render_status_script
+from remote_chain.client.orchestrator import StatusResult
+from remote_chain.core.models import ChainStateName
+from remote_chain.execs.status import Target, parse_status_output, render_status_script
+from remote_chain.protocol.markers import wrap
 
 from .conftest import Client, Version, slurm_ok, wait_for, write_config
 

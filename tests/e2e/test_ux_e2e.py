@@ -16,7 +16,7 @@ from pathlib import Path
 import devcluster
 import pytest
 
-from remote_chain.summary import parse_gantt
+from remote_chain.cli.summary import parse_gantt
 
 from .conftest import REPO, Client, write_config
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import devcluster
 import pytest
 
-from remote_chain.models import ChainStateName, JobId, SacctRecord, SlurmState
-from remote_chain.orchestrator import SubmitResult
-from remote_chain.sacct import (
+from remote_chain.client.orchestrator import SubmitResult
+from remote_chain.core.models import ChainStateName, JobId, SacctRecord, SlurmState
+from remote_chain.core.sacct import (
     parse_sacct,
     parse_sbatch_parsable,
     parse_squeue,

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 import devcluster
 import pytest
 
-from remote_chain.chainstatus import ChainStatus
-from remote_chain.models import ChainStateName
+from remote_chain.core.chainstatus import ChainStatus
+from remote_chain.core.models import ChainStateName
 
 from .conftest import (
     VERSIONS,

@@ -48,10 +48,12 @@ import devcluster  # tests/ is on sys.path: pytest's rootdir-relative import of 
 import pytest
 import yaml
 
-from remote_chain.cluster import Opener
-from remote_chain.orchestrator import Orchestrator
-from remote_chain.remote import Endpoint, Remote, open_remote
-from remote_chain.settings import Settings
+from remote_chain.client.cluster import Opener
+from remote_chain.client.orchestrator import Orchestrator
+from remote_chain.config.settings import Settings
+from remote_chain.transport.base import Remote
+from remote_chain.transport.connect import open_remote
+from remote_chain.transport.endpoint import Endpoint
 
 T = TypeVar("T")
 

@@ -34,9 +34,9 @@ import anyio
 import devcluster
 import pytest
 
+from remote_chain.client.orchestrator import Orchestrator
+from remote_chain.config.settings import Settings
 from remote_chain.errors import ConfigError, RemoteChainError, RemoteError
-from remote_chain.orchestrator import Orchestrator
-from remote_chain.settings import Settings
 
 from .conftest import CLI_BOOT, HOST, REPO, CountingOpener, Lab, Tally, listing
 

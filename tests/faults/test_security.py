@@ -26,11 +26,11 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
+from remote_chain.client.orchestrator import SubmitResult
+from remote_chain.client.plan import describe_bundle
 from remote_chain.config import load_submit_config
 from remote_chain.errors import ConfigError, HostKeyError
-from remote_chain.orchestrator import SubmitResult
-from remote_chain.plan import describe_bundle
-from remote_chain.script import SECRETS_FILE
+from remote_chain.job.script import SECRETS_FILE
 
 from .conftest import HOST, Lab, RecordingProxy, Tally, blocking, bound_ports, listing
 

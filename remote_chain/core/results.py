@@ -1,0 +1,165 @@
+"""PURE: what the flows return, the records behind every ``--json`` (interface.md §4).
+
+Frozen dataclasses, written to JSON by the one encoder in ``records.py``: field names are the
+document's keys unless a field says otherwise (``failures`` is ``"errors"`` on the wire).
+``orchestrator`` re-exports them, so ``from remote_chain.client.orchestrator import StatusResult``
+keeps working.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from remote_chain.core.models import ChainStateName
+from remote_chain.core.records import Record, json_meta
+from remote_chain.errors import RemoteChainError
+from remote_chain.execs.doctor import DoctorFacts
+from remote_chain.protocol.layout import JOB_SCRIPT
+
+if TYPE_CHECKING:  # each flow's own modules: a status command never imports submit's or doctor's
+    from remote_chain.core.chainstatus import ChainStatus  # and a submit never imports status's
+    from remote_chain.execs.doctor import Check, DoctorFacts
+    from remote_chain.execs.submit import ClusterBundle
+
+# The failures of a flow are "errors" in every document (interface.md §4).
+ERRORS_KEY = "errors"
+_AS_ERRORS = json_meta(key=ERRORS_KEY)
+_NOT_IN_JSON = json_meta(skip=True)
+
+
+@dataclass(frozen=True)
+class ClusterFailure(Record):
+    """A cluster the flow could not complete on, with its error (``"errors"`` in JSON)."""
+
+    JSON_KEYS = ("cluster", "error", "kind")
+
+    cluster: str
+    error: RemoteChainError
+
+    @property
+    def kind(self) -> str:
+        return type(self.error).__name__
+
+
+Failures = tuple[ClusterFailure, ...]
+
+
+@dataclass(frozen=True)
+class Submission(Record):
+    cluster: str
+    benchmark: str
+    job_id: str | None
+    remote_dir: str
+    error: str | None
+    existing: bool = False
+
+
+@dataclass(frozen=True)
+class SubmitResult(Record):
+    run_id: str
+    submissions: tuple[Submission, ...]
+    failures: Failures = field(default=(), metadata=_AS_ERRORS)
+    dry_run: bool = False
+    bundles: tuple[ClusterBundle, ...] = field(
+        default=(), repr=False, metadata=json_meta(skip=True)
+    )
+    warnings: tuple[str, ...] = ()  # "<cluster>: why the run may not fit its job limits"
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and all(s.error is None for s in self.submissions)
+
+
+@dataclass(frozen=True)
+class StatusResult(Record):
+    run_id: str
+    chains: tuple[ChainStatus, ...]
+    failures: Failures = field(default=(), metadata=_AS_ERRORS)
+
+    @property
+    def ended(self) -> bool:
+        return not self.failures and all(c.state.ended for c in self.chains)
+
+    @property
+    def all_completed(self) -> bool:
+        return (
+            not self.failures
+            and bool(self.chains)
+            and all(c.state is ChainStateName.COMPLETED for c in self.chains)
+        )
+
+
+@dataclass(frozen=True)
+class CancelEntry(Record):
+    cluster: str
+    benchmark: str
+    job_ids: tuple[str, ...]
+    error: str | None
+
+
+@dataclass(frozen=True)
+class CancelResult(Record):
+    run_id: str
+    cancelled: tuple[CancelEntry, ...]
+    failures: Failures = field(default=(), metadata=_AS_ERRORS)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and all(c.error is None for c in self.cancelled)
+
+
+@dataclass(frozen=True)
+class ResumeEntry(Record):
+    cluster: str
+    benchmark: str
+    job_id: str | None
+    error: str | None
+    caps: dict[str, object] | None = None  # what resume counted and wrote (resumable chains)
+
+
+@dataclass(frozen=True)
+class ResumeResult(Record):
+    run_id: str
+    resumed: tuple[ResumeEntry, ...]
+    failures: Failures = field(default=(), metadata=_AS_ERRORS)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and all(r.error is None for r in self.resumed)
+
+
+@dataclass(frozen=True)
+class DoctorResult(Record):
+    """One cluster's checks, and its findings flattened beside them (``doctor --json``)."""
+
+    JSON_KEYS = ("cluster", "ok", "checks", "all_facts")
+    JSON_FLATTEN: ClassVar[frozenset[str]] = frozenset({"all_facts"})
+
+    cluster: str
+    checks: tuple[Check, ...]
+    facts: DoctorFacts | None = None  # None: the cluster was not reached
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def all_facts(self) -> DoctorFacts:
+        """The findings; all unknown (null) when the cluster was not reached."""
+
+        return self.facts or DoctorFacts()
+
+
+@dataclass(frozen=True)
+class RenderedScript:
+    """One ``job.sh`` exactly as submit would upload it to ``<run_dir>/<benchmark>/job.sh``."""
+
+    cluster: str
+    benchmark: str
+    text: str
+
+    @property
+    def path(self) -> str:
+        """Where it lands under ``render --out DIR``: the run folder's own layout."""
+        return f"{self.cluster}/{self.benchmark}/{JOB_SCRIPT}"
