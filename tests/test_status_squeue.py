@@ -21,7 +21,7 @@ from remote_chain.protocol import wire
 
 RUN_ID = "rc-20261201T000000Z-abcdef"
 CHAINS = 40  # under the awk path's 256 names: each path is forced in turn
-THRESHOLD = "(( ${#names[@]} + rc_feed_names > 256 ))"
+THRESHOLD = "(( ${#names[@]} > 256 ))"
 
 _SQUEUE = r"""#!/bin/bash
 echo "squeue $*" >> "$RC_STUB_LOG"

@@ -35,8 +35,6 @@ from remote_chain.protocol import layout
 from remote_chain.protocol.guard import GUARD_PLACEHOLDER, UNSAFE_EXIT, trusted_bench_files
 
 WIRE_PLACEHOLDER = "__WIRE__"
-# status.bash's readers of many chains, each one single-quoted program (chains.pl, chains.awk).
-PROGRAM_PLACEHOLDERS = {"__CHAINS_PL__": "chains.pl", "__CHAINS_AWK__": "chains.awk"}
 # Substituted per render, not from the map (the submit's base64 tarball).
 PER_RENDER = frozenset({"__PAYLOAD__"})
 PLACEHOLDER = re.compile(r"__[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*__")
@@ -141,21 +139,9 @@ def template_subs() -> Mapping[str, str]:
             "__ROUNDS__": str(CANCEL_ROUNDS),
             "__MAX__": str(MAX_FILE_BYTES),
             "__INLINE__": str(INLINE_FILE_BYTES),
-            "__FILES__": "\n  ".join(
+            "__FILES__": "\n    ".join(
                 f'[[ -e "$b/{name}" ]] && rc_file {kind} "$b/{name}"'
                 for kind, name in chain_files.items()
-            ),
-            # chains.awk's table of the same files, and find's test for every name it reads.
-            "__AWK_KINDS__": " ".join(f"{kind}={name}" for kind, name in chain_files.items()),
-            "__AWK_NAMES__": " -o ".join(
-                f"-name {name}"
-                for name in (*chain_files.values(), layout.CANCEL_MARKER, layout.JOB_SCRIPT)
-            ),
-            "__AWK_LISTED__": " -o ".join(
-                f"-name {name}"
-                for name in dict.fromkeys(
-                    (*trusted_bench_files(), *chain_files.values(), layout.CANCEL_MARKER)
-                )
             ),
             # The shared ownership check (guard.py).
             "__UNSAFE_EXIT__": str(UNSAFE_EXIT),
@@ -180,15 +166,6 @@ def _rendered(name: str) -> str:
         text = text.replace(GUARD_PLACEHOLDER, _rendered("guard.bash"))
     if WIRE_PLACEHOLDER in text:  # the one wire codec of every answer (wire.py)
         text = text.replace(WIRE_PLACEHOLDER, _rendered("wire.bash"))
-    for placeholder, source in PROGRAM_PLACEHOLDERS.items():
-        if placeholder in text:
-            # Its comments and indentation stay here: the program travels in every status
-            # exec (both programs, ~10 KB), and neither awk nor perl needs them.
-            stripped = (line.strip() for line in _rendered(source).splitlines())
-            program = "\n".join(s for s in stripped if s and not s.startswith("#"))
-            if "'" in program:
-                raise ValueError(f"{source} must hold no single quote: bash passes it in '...'")
-            text = text.replace(placeholder, program)
     subs = template_subs()
     return PLACEHOLDER.sub(lambda m: subs.get(m.group(), m.group()), text)
 
