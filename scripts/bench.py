@@ -8,7 +8,8 @@ accounting as root). Latency is emulated by delaying proxies on loopback (one pr
 endpoint); every figure is taken at 0 and at 50 ms RTT, as medians with min-max over
 ``--runs`` interleaved rounds (10; 3 with ``--quick``), after one discarded warm-up round.
 
-Prints a table and one line per target (met / NOT met), and writes ``bench-results.json``
+Prints a table and one line per target (met / NOT met; a retired target's figure as
+"retired (reported)"), and writes ``bench-results.json``
 (or ``--json PATH``). Benchmarks are not tests: the exit status is 0 whether or not targets
 are met, and non-zero only when the benchmark itself crashed.
 """
@@ -53,9 +54,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def _signals_as_a_shell_gives_them() -> None:
     """Commands are timed as a user's shell starts them: SIGINT and SIGQUIT not ignored. A
     bench started in the background of a script (``scripts/bench &``) inherits them ignored
-    and would pass that on to every command it times, and remote-chain's thin client does not
-    use the warm launcher then (launch.py: it could not relay what the command ignores), so
-    the P8 launcher rows would time the direct path instead."""
+    and would pass that on to every command it times; an older checkout timed beside this one
+    (``--against``) may run a command differently when it ignores them."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
