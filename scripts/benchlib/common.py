@@ -14,7 +14,7 @@ from typing import ParamSpec, TypeVar
 
 from benchlib.probe import Probe
 from benchlib.rig import Rig
-from benchlib.stats import Row, Verdict
+from benchlib.stats import Compared, Row, Verdict
 from remote_chain.orchestrator import Orchestrator, StatusResult, SubmitResult
 from remote_chain.settings import Settings
 
@@ -40,6 +40,8 @@ class Ctx:
     notes: list[str] = field(default_factory=list)
     raw: dict[str, object] = field(default_factory=dict)
     retried: int = 0
+    comparison: list[Compared] = field(default_factory=list)  # --against: old beside new
+    p7_chains: int | None = None  # --p7-chains: P7's run size, else the default for the mode
 
     @property
     def tmp(self) -> Path:
