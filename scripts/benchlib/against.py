@@ -260,6 +260,9 @@ def _marked_ops(ctx: Ctx, side: Side, ab: AbRig, samples: _Samples) -> None:
             client_flights(ctx.rig.chunks(proxy, opened[0], t1))
         )
         samples.execs.setdefault(k, []).append(len(opened))
+        samples.flights.setdefault((side.name, f"whole {op}"), []).append(
+            client_flights(ctx.rig.chunks(proxy, t0, t1))
+        )
 
 
 def _careful(ctx: Ctx, ab: AbRig) -> tuple[float, float]:
@@ -295,6 +298,19 @@ def _med(values: list[float] | list[int]) -> float:
 
 def _report(ctx: Ctx, sides: list[Side], samples: _Samples) -> None:
     rows, old, new = ctx.comparison, sides[0].name, sides[1].name
+    for op in OPS:
+        whole = {s: samples.flights[s, f"whole {op}"] for s in (old, new)}
+        rows.append(
+            Compared(
+                f"ab.flights.whole.{op}",
+                f"round trips at 50 ms, counted at the proxy: the whole `{op}` command",
+                f"{_med(whole[old]):g} [{min(whole[old])}-{max(whole[old])}]",
+                f"{_med(whole[new]):g} [{min(whole[new])}-{max(whole[new])}]",
+                ratio=f"{_med(whole[new]) - _med(whole[old]):+g}",
+                target="reported",
+                data={"flights": whole},
+            )
+        )
     for what in ("connect", *OPS):
         if what == "connect":
             counts = {
