@@ -2,15 +2,23 @@
 """remote-chain's benchmarks, side by side with the usual ways, on the real dev cluster.
 
     scripts/bench [--quick] [--runs N] [--only p1,p2,p3,p4,p6,p7,p9,p10] [--json PATH]
+                  [--against REV [--only ab]] [--p7-chains N]
 
 Needs the dev cluster (``scripts/dev-cluster up``, as root: the rig cancels jobs and reads
 accounting as root). Latency is emulated by delaying proxies on loopback (one process per
 endpoint); every figure is taken at 0 and at 50 ms RTT, as medians with min-max over
 ``--runs`` interleaved rounds (10; 3 with ``--quick``), after one discarded warm-up round.
 
-Prints a table and one line per target (met / NOT met), and writes ``bench-results.json``
+Prints a table and one line per target (met / NOT met; a retired target's figure as
+"retired (reported)"), and writes ``bench-results.json``
 (or ``--json PATH``). Benchmarks are not tests: the exit status is 0 whether or not targets
 are met, and non-zero only when the benchmark itself crashed.
+
+``--against REV`` adds the section ``ab``: REV's code (a git worktree under /tmp, removed at
+the end) timed beside this checkout's in the same interleaved rounds (``benchlib/against.py``),
+printed as a second table of old and new with their ratios and written under ``against`` in
+the JSON. Only when asked: ``--quick`` alone never does it. ``--p7-chains N`` sets the size of
+P7's run (in ``p7`` and ``ab``; default 10,000, 200 with ``--quick``).
 """
 
 from __future__ import annotations
@@ -35,9 +43,10 @@ sys.path[:0] = [str(REPO), str(HERE)]
 
 from benchlib.common import DELAYS_MS, Ctx  # noqa: E402
 from benchlib.rig import Rig  # noqa: E402
-from benchlib.stats import render_table  # noqa: E402
+from benchlib.stats import render_comparison, render_table  # noqa: E402
 
 SECTIONS = ("p6", "p1", "p9", "p2", "p3", "p4", "p7", "p10")
+AGAINST = "ab"  # the before/after section: only with --against
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -46,6 +55,13 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=None, help="rounds per figure (default 10)")
     p.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
     p.add_argument("--json", type=Path, default=Path("bench-results.json"), help="output file")
+    p.add_argument(
+        "--against",
+        metavar="REV",
+        default=None,
+        help="also time REV's code beside this checkout's, in the same rounds (section ab)",
+    )
+    p.add_argument("--p7-chains", type=int, default=None, help="P7's run size (default 10000)")
     p.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -53,9 +69,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def _signals_as_a_shell_gives_them() -> None:
     """Commands are timed as a user's shell starts them: SIGINT and SIGQUIT not ignored. A
     bench started in the background of a script (``scripts/bench &``) inherits them ignored
-    and would pass that on to every command it times, and remote-chain's thin client does not
-    use the warm launcher then (launch.py: it could not relay what the command ignores), so
-    the P8 launcher rows would time the direct path instead."""
+    and would pass that on to every command it times; an older checkout timed beside this one
+    (``--against``) may run a command differently when it ignores them."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
@@ -71,18 +86,23 @@ def main(argv: list[str]) -> int:
 
     configure_logging("json", 0)  # warnings only, on stderr: stdout is the table
     only = {s.strip().lower() for s in args.only.split(",") if s.strip()}
-    unknown = only - set(SECTIONS)
+    unknown = only - {*SECTIONS, AGAINST}
     if unknown:
         print(f"bench: unknown section(s) {sorted(unknown)}; known: {SECTIONS}", file=sys.stderr)
         return 2
+    if AGAINST in only and args.against is None:
+        print("bench: section ab needs --against REV", file=sys.stderr)
+        return 2
+    if args.against is not None:
+        only.add(AGAINST)
     runs = args.runs if args.runs is not None else (3 if args.quick else 10)
     started = dt.datetime.now(dt.UTC)
     rig = Rig.create()
-    ctx = Ctx(rig, max(1, runs), args.quick)
+    ctx = Ctx(rig, max(1, runs), args.quick, p7_chains=args.p7_chains)
     _bytecode(ctx)
     crashed: list[dict[str, str]] = []
     try:
-        for name, fn in _sections(ctx):
+        for name, fn in _sections(ctx, args.against):
             if name in only:
                 try:
                     fn()
@@ -93,6 +113,10 @@ def main(argv: list[str]) -> int:
     finally:
         rig.cleanup()
     print(render_table(ctx.rows, ctx.verdicts))
+    against = ctx.raw.pop("against", None)
+    if ctx.comparison:
+        print(f"\nBefore/after, the same rounds: {args.against} vs this checkout")
+        print(render_comparison(str(args.against), ctx.comparison))
     for c in crashed:
         print(f"CRASHED       section {c['section']}: {c['error']}")
     document = {
@@ -103,6 +127,11 @@ def main(argv: list[str]) -> int:
         "crashed": crashed,
         "samples": ctx.raw,
     }
+    if args.against is not None:
+        document["against"] = {
+            **(against if isinstance(against, dict) else {"rev": args.against}),
+            "rows": [c.to_json() for c in ctx.comparison],
+        }
     args.json.write_text(json.dumps(document, indent=2) + "\n")
     print(f"\nwritten: {args.json}")
     return 1 if crashed else 0
@@ -127,7 +156,7 @@ def _bytecode(ctx: Ctx) -> None:
         ctx.note(f"compileall failed ({result.returncode}): {result.stdout[-300:]}")
 
 
-def _sections(ctx: Ctx) -> list[tuple[str, Callable[[], None]]]:
+def _sections(ctx: Ctx, against: str | None) -> list[tuple[str, Callable[[], None]]]:
     from benchlib import cold, deadhost, jobs, scale, startup, status, submit  # noqa: PLC0415
 
     shims: list[Path] = []
@@ -167,6 +196,24 @@ def _sections(ctx: Ctx) -> list[tuple[str, Callable[[], None]]]:
         )
         startup.memory_row(ctx, "mem.status", f"Memory: status over {top} chains", doc)
 
+    def ab() -> None:
+        from benchlib import against as ab_  # noqa: PLC0415
+        from benchlib import againstpolls  # noqa: PLC0415
+
+        assert against is not None
+        with ab_.checkout(ctx, against) as (old_root, sha):
+            ctx.raw["against"] = {"rev": against, "commit": sha}
+            sides = [
+                ab_.Side("old", old_root, ctx.tmp / "ab-state-old"),
+                ab_.Side("new", REPO, ctx.tmp / "ab-state-new"),
+            ]
+            commands = ab_.commands(ctx, sides)
+            try:
+                againstpolls.polls(ctx, sides, commands)
+            finally:
+                ab_.stop_agents(ctx, sides, commands)
+            againstpolls.p7(ctx, sides)
+
     return [
         ("p6", lambda: startup.p6_startup(ctx)),
         ("p1", lambda: submit.p1_submit(ctx)),
@@ -176,6 +223,7 @@ def _sections(ctx: Ctx) -> list[tuple[str, Callable[[], None]]]:
         ("p4", lambda: jobs.p4_p5_links(ctx, shim_dir())),
         ("p7", lambda: scale.p7_scale(ctx, startup.child)),
         ("p10", lambda: deadhost.p10_dead_host(ctx)),
+        (AGAINST, ab),
     ]
 
 
@@ -217,9 +265,9 @@ def _peak_rss_kib() -> int:
 # --- child processes (memory) -----------------------------------------------------------------
 def _child(args: list[str]) -> int:
     """``--child idle|fanout|status ...``: do one thing, print one JSON line with its peak RSS."""
+    from remote_chain.client.orchestrator import Orchestrator  # noqa: PLC0415
+    from remote_chain.config.settings import Settings  # noqa: PLC0415
     from remote_chain.logconfig import configure_logging  # noqa: PLC0415
-    from remote_chain.orchestrator import Orchestrator  # noqa: PLC0415
-    from remote_chain.settings import Settings  # noqa: PLC0415
 
     configure_logging("json", 0)
     doc: dict[str, object] = {}

@@ -10,12 +10,15 @@ import pytest
 sys.path.append(str(Path(__file__).resolve().parent.parent / "scripts"))
 
 from benchlib.stats import (  # scripts/ is not a package: found through sys.path above
+    RETIRED,
     Chunk,
+    Compared,
     Row,
     Summary,
     Verdict,
     client_flights,
     paired_rtt_equivalents,
+    render_comparison,
     render_table,
     rtt_equivalents,
 )
@@ -101,3 +104,41 @@ def test_the_table_ends_with_one_verdict_line_per_target() -> None:
         "NOT met",
         "NOT measured",
     ]
+
+
+def test_a_retired_target_is_reported_never_judged() -> None:
+    """A retired target keeps its line and figure, and reads neither met nor NOT met."""
+    retired = Verdict.reported("P9 cold status <= 1.4x a bare ssh", "1.80x")
+    assert retired.met is None
+    assert retired.word == RETIRED
+    assert retired.to_json()["verdict"] == RETIRED
+    lines = render_table([], [Verdict("P1 fast", True, "6x"), retired]).splitlines()
+    assert lines[-2].startswith("met ")
+    assert lines[-1].startswith(RETIRED)
+    assert lines[-1].endswith("P9 cold status <= 1.4x a bare ssh: 1.80x")
+
+
+def test_the_comparison_puts_the_old_code_beside_the_new() -> None:
+    """The before/after table names the old revision and shows old, new, ratio and verdict."""
+    rows = [
+        Compared("ab.p7.wall", "P7 wall", "1.000 s", "1.100 s", "1.10", "new <= 1.25x old", True),
+        Compared("ab.local.status", "local time", "0.200 s", "0.300 s", "+0.100 s"),
+    ]
+    lines = render_comparison("b50087e", rows).splitlines()
+    assert lines[0].split()[:3] == ["figure", "old", "(b50087e)"]
+    assert lines[2].split() == [
+        "P7",
+        "wall",
+        "1.000",
+        "s",
+        "1.100",
+        "s",
+        "1.10",
+        "new",
+        "<=",
+        "1.25x",
+        "old",
+        "met",
+    ]
+    assert lines[3].rstrip().endswith("+0.100 s")
+    assert rows[0].to_json()["ratio_new_over_old"] == "1.10"

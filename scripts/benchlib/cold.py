@@ -43,15 +43,23 @@ BENCHMARKS = ("b0", "b1", "b2", "b3")
 
 
 def _console_script() -> list[str]:
-    """The CLI as the user runs it: pyproject's ``remote-chain`` entry point (the thin
-    client of the warm launcher, ``launch.main``), in this interpreter."""
-    with (REPO / "pyproject.toml").open("rb") as f:
+    """The CLI as the user runs it: pyproject's ``remote-chain`` entry point, in this
+    interpreter."""
+    return console_script(REPO)
+
+
+def console_script(root: Path) -> list[str]:
+    """The ``remote-chain`` entry point of the checkout at ``root`` (its pyproject.toml), run by
+    this interpreter as the installed console script runs it (the checkout on PYTHONPATH)."""
+    with (root / "pyproject.toml").open("rb") as f:
         target = tomllib.load(f)["project"]["scripts"]["remote-chain"]
     module, _, func = str(target).partition(":")
     return [sys.executable, "-c", f"from {module} import {func}; {func}()"]
 
 
 CLI = _console_script()
+# Retired targets (reported, no verdict): only a warm launcher, a connect begun before the
+# import and a one-flight authentication through asyncssh's private internals met them.
 RATIO_TARGET = 1.4  # cold status/submit at 50 ms vs a bare ssh
 LOCAL_TARGET_S = 0.25  # local time at 0 ms beyond that ssh
 CAREFUL_TARGET = 5.0  # cold submit vs the careful by-hand baseline at 50 ms
@@ -64,9 +72,7 @@ SSH24, STATUS24 = "bare ssh true, Slurm 24.11's login node", "status --json, Slu
 ENDED = "status --json, an ended chain (its jobs from sacct)"
 FLOOR = "floor: python + asyncssh, `true`"  # benchlib/floor.py
 CARD = "floor + the card's packages, `true`"  # pydantic-settings, structlog, tenacity, anyio
-# remote/early.py, liblookup.py, fastauth.py
-FAST = "floor + the card's packages + our connect, asyncssh import and auth, `true`"
-P8_LOCAL_S = 0.15  # P8: status through the agent <= 2 RTT + 0.15 s
+P8_LOCAL_S = 0.15  # retired: a cold status through the agent <= 2 RTT + 0.15 s
 
 
 @dataclass
@@ -163,6 +169,7 @@ def p9_cold(ctx: Ctx) -> None:
         poll_0ms = agentpoll.p8_polls(
             ctx,
             folders,
+            proxies,
             agent_state=ctx.tmp / "state-agent",
             direct_state=state,
             run_id=run_id,
@@ -171,13 +178,6 @@ def p9_cold(ctx: Ctx) -> None:
         status = ["status", run_id, "-c", PROFILE, "--json"]
         agentpoll.p8_breakdown(
             ctx, [*CLI, "--clusters-dir", str(folders[0.0]), *status], agent_env, poll_0ms
-        )
-        agentpoll.p8_launched(
-            ctx,
-            [*CLI, "--clusters-dir", str(folders[0.0]), *status],
-            agent_env,
-            poll_0ms,
-            ctx.tmp / "state-agent" / "agent",
         )
     finally:
         for d in DELAYS_MS:
@@ -190,7 +190,6 @@ def p9_cold(ctx: Ctx) -> None:
             )
     _report(ctx, samples)
     _sacct_times(ctx, {CLUSTER: targets[0.0], CLUSTER24: targets24[0.0]})
-    _no_launcher(ctx, state)
     _imports(ctx, [*CLI, "--clusters-dir", str(folders[0.0]), "status", run_id, "--json"], env)
 
 
@@ -240,9 +239,6 @@ def _rounds(ctx: Ctx, samples: _Samples, setup: _Setup) -> None:
                 FLOOR: retried(ctx, "P9 floor", timed_process, floor.argv(t), env, ctx.tmp),
                 CARD: retried(
                     ctx, "P9 card", timed_process, floor.argv(t, card=True), env, ctx.tmp
-                ),
-                FAST: retried(
-                    ctx, "P9 fast", timed_process, floor.argv(t, card=True, fast=True), env, ctx.tmp
                 ),
                 STATUS: retried(ctx, "P9 status", timed_process, [*cli, *status], env, ctx.tmp),
                 ENDED: retried(
@@ -369,9 +365,8 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
     for method in (STATUS, SUBMIT):
         r = _ratios(samples, method, SSH, d50)
         ctx.verdicts.append(
-            Verdict(
+            Verdict.reported(
                 f"P9 cold `{method}` at 50 ms <= {RATIO_TARGET}x a bare ssh",
-                r.median <= RATIO_TARGET,
                 f"{r.median:.2f}x (paired median of {r.n}; "
                 f"{statistics.median(samples.wall[method, d50]):.3f} s vs "
                 f"{statistics.median(samples.wall[SSH, d50]):.3f} s)"
@@ -394,15 +389,13 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
                 f"P9 `{method}` local time at 0 ms beyond ssh (client CPU minus ssh's CPU)",
                 seconds(local),
                 baseline=f"wall beyond ssh {extra_wall.median:.3f} s",
-                target=f"<= {LOCAL_TARGET_S} s",
-                met=local.median <= LOCAL_TARGET_S,
+                target=f"retired: <= {LOCAL_TARGET_S} s",
                 data={**local.to_json(), "wall_beyond_ssh": extra_wall.to_json()},
             )
         )
         ctx.verdicts.append(
-            Verdict(
+            Verdict.reported(
                 f"P9 cold `{method}` local time at 0 ms <= {LOCAL_TARGET_S} s beyond ssh",
-                local.median <= LOCAL_TARGET_S,
                 f"{local.median:.3f} s of client CPU beyond ssh's; wall beyond ssh "
                 f"{extra_wall.median:.3f} s (includes the login node's own work)",
             )
@@ -421,10 +414,9 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
     )
     r = _ratios(samples, STATUS24, SSH24, d50)
     ctx.verdicts.append(
-        Verdict(
+        Verdict.reported(
             f"P9 cold `{STATUS}` on Slurm 24.11 at 50 ms <= {RATIO_TARGET}x a bare ssh to the "
             "same login node",
-            r.median <= RATIO_TARGET,
             f"{r.median:.2f}x (paired median of {r.n}; "
             f"{statistics.median(samples.wall[STATUS24, d50]):.3f} s vs "
             f"{statistics.median(samples.wall[SSH24, d50]):.3f} s; 22.05's sacct: see p9.sacct)",
@@ -433,9 +425,8 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
     _floor(ctx, samples)
     r = _ratios(samples, AGENT, SSH, d50)
     ctx.verdicts.append(
-        Verdict(
+        Verdict.reported(
             f"P9 with persist: cold `{STATUS}` at 50 ms <= {RATIO_TARGET}x a bare ssh",
-            r.median <= RATIO_TARGET,
             f"{r.median:.2f}x (paired median of {r.n}; "
             f"{statistics.median(samples.wall[AGENT, d50]):.3f} s vs "
             f"{statistics.median(samples.wall[SSH, d50]):.3f} s)",
@@ -454,15 +445,13 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
             "P8 status through the agent: RTT-equivalents ((t50 - t0) / 50 ms), new process",
             f"{rtts.median:.2f} [{rtts.min:.2f}-{rtts.max:.2f}]",
             baseline=f"t0 {statistics.median(samples.wall[AGENT, d0]):.3f} s, t50 {t50:.3f} s",
-            target=f"<= 2 RTT + {P8_LOCAL_S} s",
-            met=t50 <= 2 * 0.05 + P8_LOCAL_S,
+            target=f"retired: <= 2 RTT + {P8_LOCAL_S} s",
             data=rtts.to_json(),
         )
     )
     ctx.verdicts.append(
-        Verdict(
-            f"P8 status through the agent at 50 ms <= 2 RTT + {P8_LOCAL_S} s (a new process)",
-            t50 <= 2 * 0.05 + P8_LOCAL_S,
+        Verdict.reported(
+            f"P8 cold status through the agent at 50 ms <= 2 RTT + {P8_LOCAL_S} s (a new process)",
             f"{t50:.3f} s: {rtts.median:.2f} RTT-equivalents beyond the 0 ms figure "
             f"{statistics.median(samples.wall[AGENT, d0]):.3f} s (the process itself)",
         )
@@ -482,7 +471,7 @@ def _report(ctx: Ctx, samples: _Samples) -> None:
 def _floor(ctx: Ctx, samples: _Samples) -> None:
     """P9's floor (benchlib/floor.py) against the bare ssh, and what status adds on top of it."""
     d0, d50 = DELAYS_MS
-    for method, key in ((FLOOR, "floor"), (CARD, "card"), (FAST, "fast")):
+    for method, key in ((FLOOR, "floor"), (CARD, "card")):
         r = _ratios(samples, method, SSH, d50)
         local = Summary.of(
             [x - y for x, y in zip(samples.cpu[method, d0], samples.cpu[SSH, d0], strict=True)]
@@ -504,7 +493,7 @@ def _floor(ctx: Ctx, samples: _Samples) -> None:
                 baseline=f"its client CPU beyond ssh's at 0 ms {seconds(local)}; at 50 ms, "
                 f"status {above[STATUS].median:+.3f} s and submit {above[SUBMIT].median:+.3f} s "
                 "beyond it",
-                target=f"reported (what the fixed stack pays; P9: <= {RATIO_TARGET}x)",
+                target="reported (what the fixed stack pays)",
                 data={
                     "ratio": r.to_json(),
                     "local": local.to_json(),
@@ -534,35 +523,5 @@ def _imports(ctx: Ctx, argv: list[str], env: dict[str, str]) -> None:
             "P9 slowest imports of a cold `status --json` (cumulative, python -X importtime)",
             text,
             data={"top": [{"module": n, "us": us} for us, n in top]},
-        )
-    )
-
-
-def _no_launcher(ctx: Ctx, state: Path) -> None:
-    """What the thin client costs a command when no launcher runs (the P9 rows' case):
-    its check, timed in this process, and its own imports in a new one."""
-    from remote_chain import launch  # noqa: PLC0415 - the bench's own process
-
-    saved = {k: os.environ.get(k) for k in ("REMOTE_CHAIN_STATE_DIR", "XDG_RUNTIME_DIR")}
-    os.environ.pop("XDG_RUNTIME_DIR", None)
-    os.environ["REMOTE_CHAIN_STATE_DIR"] = str(state)
-    try:
-        n = 2000
-        t0 = time.perf_counter()
-        for _ in range(n):
-            assert launch.launched(["remote-chain"]) is None
-        per_call = (time.perf_counter() - t0) / n
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    ctx.rows.append(
-        Row(
-            "p9.launcher.absent",
-            "P9 the thin client's check when no launcher runs (in process, per call)",
-            f"{per_call * 1e6:.1f} us",
-            data={"per_call_s": per_call},
         )
     )

@@ -14,9 +14,9 @@ from typing import ParamSpec, TypeVar
 
 from benchlib.probe import Probe
 from benchlib.rig import Rig
-from benchlib.stats import Row, Verdict
-from remote_chain.orchestrator import Orchestrator, StatusResult, SubmitResult
-from remote_chain.settings import Settings
+from benchlib.stats import Compared, Row, Verdict
+from remote_chain.client.orchestrator import Orchestrator, StatusResult, SubmitResult
+from remote_chain.config.settings import Settings
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -40,6 +40,8 @@ class Ctx:
     notes: list[str] = field(default_factory=list)
     raw: dict[str, object] = field(default_factory=dict)
     retried: int = 0
+    comparison: list[Compared] = field(default_factory=list)  # --against: old beside new
+    p7_chains: int | None = None  # --p7-chains: P7's run size, else the default for the mode
 
     @property
     def tmp(self) -> Path:
@@ -159,6 +161,6 @@ def status_now(
 
 def run_id_for_baseline() -> str:
     """A run id in remote-chain's form, for the baselines' own run folders."""
-    from remote_chain.plan import new_run_id  # noqa: PLC0415
+    from remote_chain.client.plan import new_run_id  # noqa: PLC0415
 
     return new_run_id(dt.datetime.now(dt.UTC))

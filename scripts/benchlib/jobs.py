@@ -25,7 +25,7 @@ from pathlib import Path
 from benchlib.common import Ctx, retried, submit_now
 from benchlib.probe import Probe
 from benchlib.stats import Row, Summary, Verdict, plain
-from remote_chain.layout import EVENTS_FILE
+from remote_chain.protocol.layout import EVENTS_FILE
 
 CLUSTER = "local"
 PROFILE = "pj"

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
-from remote_chain.remote import CommandResult, Endpoint, Remote, open_remote
+from remote_chain.transport.base import CommandResult, Remote
+from remote_chain.transport.connect import open_remote
+from remote_chain.transport.endpoint import Endpoint
 
 SpanKind = Literal["connect", "exec", "close"]
 

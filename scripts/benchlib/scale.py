@@ -43,7 +43,7 @@ from benchlib.common import Ctx, Disturbed, retried, slurm_ids, status_now, subm
 from benchlib.probe import Probe
 from benchlib.rig import REPO
 from benchlib.stats import Row, Summary, Verdict, seconds
-from remote_chain.orchestrator import Orchestrator, StatusResult, WaitTimeout
+from remote_chain.client.orchestrator import Orchestrator, StatusResult, WaitTimeout
 
 ENDPOINTS = 10
 CHAINS, QUICK_CHAINS = 10_000, 200
@@ -55,7 +55,7 @@ SETTLE_BUSY = 0.15  # the whole machine's share of busy CPU that counts as settl
 SETTLE_MAX_S, QUICK_SETTLE_MAX_S = 180.0, 30.0
 
 
-def _profiles(ctx: Ctx) -> tuple[Path, list[str]]:
+def profiles(ctx: Ctx, name: str = "p7") -> tuple[Path, list[str]]:
     """Ten profiles ``s1``...``s10`` over the two 22.05 controllers, each as its own login user.
 
     Ten endpoints stand for ten clusters, where ``squeue --me`` lists the user's 1,000 jobs of
@@ -71,7 +71,7 @@ def _profiles(ctx: Ctx) -> tuple[Path, list[str]]:
             f"the dev cluster has {len(users)} bench users, P7 needs {ENDPOINTS}: "
             "scripts/dev-cluster down, then up"
         )
-    folder = ctx.tmp / "p7"
+    folder = ctx.tmp / name
     names = []
     for i in range(1, ENDPOINTS + 1):
         proxy = rig.start_proxy(ports[(i - 1) % 2], DELAY_MS)
@@ -80,15 +80,21 @@ def _profiles(ctx: Ctx) -> tuple[Path, list[str]]:
     return folder, names
 
 
-def _slurm_cluster(ctx: Ctx, name: str) -> str:
+def slurm_cluster(ctx: Ctx, name: str) -> str:
     """The Slurm cluster behind profile ``s<i>`` (odd: local, even: local2)."""
     return "local" if int(name[1:]) % 2 else "local2"
 
 
+def chain_count(ctx: Ctx) -> int:
+    """P7's run size: ``--p7-chains``, else 10,000 (200 with ``--quick``); whole endpoints."""
+    chains = ctx.p7_chains or (QUICK_CHAINS if ctx.quick else CHAINS)
+    return max(ENDPOINTS, chains - chains % ENDPOINTS)
+
+
 def p7_scale(ctx: Ctx, child: Callable[[list[str]], dict[str, object]]) -> None:
-    chains = QUICK_CHAINS if ctx.quick else CHAINS
+    chains = chain_count(ctx)
     per = chains // ENDPOINTS
-    folder, names = _profiles(ctx)
+    folder, names = profiles(ctx)
     config = write_config(
         ctx.tmp / "p7.yaml", [f"c{i:05d}" for i in range(per)], extra_args=["--hold"]
     )
@@ -100,7 +106,7 @@ def p7_scale(ctx: Ctx, child: Callable[[list[str]], dict[str, object]]) -> None:
     by_cluster: dict[str, list[str]] = {}
     for s in big.submissions:
         if s.job_id:
-            by_cluster.setdefault(_slurm_cluster(ctx, s.cluster), []).append(s.job_id)
+            by_cluster.setdefault(slurm_cluster(ctx, s.cluster), []).append(s.job_id)
     for cluster, ids in by_cluster.items():
         ctx.rig.track(cluster, ids)
     try:
@@ -150,11 +156,11 @@ def _small_runs(ctx: Ctx, run: _Run) -> tuple[str, str]:
     """The 1-chain run (on ``s1``) and the 10-chain run (one on each endpoint): their ids."""
     folder, names = run.folder, run.names
     _, small = retried(ctx, "P7 submit one", submit_now, ctx, folder, [names[0]], run.one)
-    ctx.rig.track(_slurm_cluster(ctx, names[0]), slurm_ids(small))
+    ctx.rig.track(slurm_cluster(ctx, names[0]), slurm_ids(small))
     _, tens = retried(ctx, "P7 submit ten", submit_now, ctx, folder, names, run.ten)
     for s in tens.submissions:
         if s.job_id:
-            ctx.rig.track(_slurm_cluster(ctx, s.cluster), [s.job_id])
+            ctx.rig.track(slurm_cluster(ctx, s.cluster), [s.job_id])
     return small.run_id, tens.run_id
 
 
@@ -163,7 +169,7 @@ def _measure(ctx: Ctx, child: Callable[[list[str]], dict[str, object]], run: _Ru
     chains = per * len(names)
     _submit_row(ctx, run)
     small_id, ten_id = _small_runs(ctx, run)
-    _settle(ctx)
+    settle(ctx)
 
     big_t, one_t, polls, sent, slowest, busy, ten_t = [], [], [], [], [], [], []
     share_t, client_cpu, share_cpu, machine = [], [], [], []
@@ -399,7 +405,7 @@ def _floor(ctx: Ctx, chains: int, endpoints: int, m: _Paired) -> None:
     )
 
 
-def _settle(ctx: Ctx) -> None:
+def settle(ctx: Ctx) -> None:
     """Wait (bounded) until the rig's own Slurm has digested the submit before timing polls.
 
     This machine is the ten login nodes and also both controllers, slurmdbd and MariaDB. On

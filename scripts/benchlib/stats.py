@@ -117,20 +117,43 @@ class Row:
         }
 
 
+RETIRED = "retired (reported)"
+"""The word of a target the design no longer aims at: its figure is still measured and shown."""
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """The final line of one target: met or NOT met, with the evidence in one sentence."""
+    """The final line of one target: met or NOT met, with the evidence in one sentence.
+
+    A retired target (``retired=True``) keeps its line and its figure, judged by nothing: its
+    ``met`` is None and its word says so, so every line that reads met or NOT met is a target
+    the design still aims at.
+    """
 
     target: str
-    met: bool | None  # None: could not be measured (the reason is in ``detail``)
+    met: bool | None  # None: could not be measured (the reason is in ``detail``), or retired
     detail: str
+    retired: bool = False
+
+    @classmethod
+    def reported(cls, target: str, detail: str) -> Verdict:
+        """The line of a retired target: its figure, no judgement."""
+        return cls(target, None, detail, retired=True)
 
     @property
     def word(self) -> str:
+        if self.retired:
+            return RETIRED
         return {True: "met", False: "NOT met", None: "NOT measured"}[self.met]
 
     def to_json(self) -> dict[str, object]:
-        return {"target": self.target, "met": self.met, "verdict": self.word, "detail": self.detail}
+        return {
+            "target": self.target,
+            "met": self.met,
+            "verdict": self.word,
+            "retired": self.retired,
+            "detail": self.detail,
+        }
 
 
 def seconds(s: Summary) -> str:
@@ -167,5 +190,59 @@ def render_table(rows: Sequence[Row], verdicts: Sequence[Verdict]) -> str:
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines.append("")
-    lines += [f"{v.word:<14}{v.target}: {v.detail}" for v in verdicts]
+    width = max([14, *(len(v.word) + 2 for v in verdicts)])
+    lines += [f"{v.word:<{width}}{v.target}: {v.detail}" for v in verdicts]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One figure of the before/after mode: the old code's and the new code's, side by side.
+
+    ``ratio`` is new / old of the paired rounds (a median of per-round ratios where the figure
+    has rounds), so a value above 1 means the new code takes more.
+    """
+
+    key: str
+    figure: str
+    old: str
+    new: str
+    ratio: str = ""
+    target: str = ""
+    met: bool | None = None  # None: reported, no target on this figure
+    data: dict[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "key": self.key,
+            "figure": self.figure,
+            "old": self.old,
+            "new": self.new,
+            "ratio_new_over_old": self.ratio,
+            "target": self.target,
+            "met": self.met,
+            "data": self.data,
+        }
+
+
+def render_comparison(rev: str, rows: Sequence[Compared]) -> str:
+    """The before/after table: one line per figure, the old code's value beside the new's."""
+    head = ("figure", f"old ({rev})", "new", "new/old", "target", "")
+    cells = [head] + [
+        (
+            r.figure,
+            r.old,
+            r.new,
+            r.ratio,
+            r.target,
+            "" if r.met is None else ("met" if r.met else "NOT met"),
+        )
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    lines = []
+    for i, c in enumerate(cells):
+        lines.append("  ".join(c[j].ljust(widths[j]) for j in range(len(head))).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
