@@ -21,7 +21,7 @@ from structlog.testing import capture_logs
 from remote_chain.config import load_profile
 from remote_chain.core.durations import parse_persist
 from remote_chain.errors import ConfigError, ConnectError, RemoteTimeout
-from remote_chain.transport import agent, privsock
+from remote_chain.transport import agent, agentd, privsock
 from remote_chain.transport.base import CommandResult, Remote
 from remote_chain.transport.endpoint import Endpoint
 
@@ -113,7 +113,7 @@ async def served(
 
     ready = anyio.Event()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: agent.serve(endpoint, path, opener, ready=lambda _line: ready.set()))
+        tg.start_soon(lambda: agentd.serve(endpoint, path, opener, ready=lambda _line: ready.set()))
         await ready.wait()
         yield endpoint, path, remotes
         await agent.request(path, {"op": "stop"})
@@ -231,7 +231,7 @@ async def test_agent_gone_mid_command_is_a_connect_error(
 
     async def run_server() -> None:
         with server_scope:
-            await agent.serve(endpoint, path, opener, ready=lambda _l: ready.set())
+            await agentd.serve(endpoint, path, opener, ready=lambda _l: ready.set())
 
     async def kill_soon() -> None:
         await anyio.sleep(0.5)
@@ -271,7 +271,7 @@ async def test_another_users_peer_is_refused_even_if_reachable(tmp_path: Path) -
     endpoint = _endpoint(tmp_path)
     with _open_folder() as folder:
         path = folder / "agent.sock"
-        served = agent._Agent(endpoint, path, _FakeRemote(endpoint))
+        served = agentd._Agent(endpoint, path, _FakeRemote(endpoint))
         listener = await anyio.create_unix_listener(path)
         _reachable(path)
         async with listener, anyio.create_task_group() as tg:

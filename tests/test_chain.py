@@ -135,7 +135,7 @@ def test_stale_non_terminal_state_is_accounting_lag(state: SlurmState) -> None:
 
 def test_cancel_by_the_user_stops_even_with_preempt_policy() -> None:
     """CANCELLED by the submitting user's uid stops the chain whatever the policy."""
-    policy = ResumePolicy(cancel_by_other="preempt")
+    policy = ResumePolicy(admin_cancel="preempt")
     d = decide(pred(SlurmState.CANCELLED, by=1000), CHAIN, policy)
     assert d.action is Action.STOP_CANCELLED
 
@@ -144,7 +144,7 @@ def test_cancel_by_another_uid_follows_policy() -> None:
     """A cancel by another uid (admin tooling) stops by default, resumes as preemption by option."""
     admin = pred(SlurmState.CANCELLED, by=0)
     assert decide(admin, CHAIN, ResumePolicy()).action is Action.STOP_CANCELLED
-    d = decide(admin, CHAIN, ResumePolicy(cancel_by_other="preempt"))
+    d = decide(admin, CHAIN, ResumePolicy(admin_cancel="preempt"))
     assert (d.action, d.infra_retries) == (Action.RESUME, 0)
 
 
@@ -213,7 +213,7 @@ policies = st.builds(
     ResumePolicy,
     max_retries=st.integers(0, 20),
     max_walltime_s=st.one_of(st.none(), st.integers(1, 10**8)),
-    cancel_by_other=st.sampled_from(["stop", "preempt"]),
+    admin_cancel=st.sampled_from(["stop", "preempt"]),
 )
 
 

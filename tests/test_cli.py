@@ -920,7 +920,7 @@ def test_exit_code_table(error: BaseException, code: int) -> None:
 
 def test_wait_timeout_exits_4() -> None:
     """WaitTimeout is exit 4 (interface.md §4)."""
-    from remote_chain.client.orchestrator import StatusResult  # noqa: PLC0415
+    from remote_chain.core.results import StatusResult  # noqa: PLC0415
 
     assert cli.exit_code(WaitTimeout(StatusResult("rc-x", ()))) == 4
 

@@ -12,6 +12,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "remote_chain"
 # The CLI's dispatch: a command's declaration imports its implementation when it runs.
 DISPATCH = "remote_chain.cli.commands"
 MAX_ROOT_MODULES = 8
+MAX_MODULE_LINES = 400
 
 
 def _name(path: Path) -> str:
@@ -121,3 +122,13 @@ def test_the_package_root_holds_few_modules() -> None:
     public API); everything else is in the folder that says where it runs."""
     root = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(root) <= MAX_ROOT_MODULES, root
+
+
+def test_no_module_is_over_400_lines() -> None:
+    """Every module holds one concept, small enough to read at one sitting."""
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in MODULES.values()
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}

@@ -42,4 +42,4 @@ def test_only_the_ssh_module_imports_asyncssh() -> None:
         for p in PACKAGE.rglob("*.py")
         if "import asyncssh" in p.read_text() or "from asyncssh" in p.read_text()
     )
-    assert users == ["transport/ssh.py", "transport/sshconfig.py"]
+    assert users == ["transport/ssh.py", "transport/sshconfig.py", "transport/sshconnect.py"]

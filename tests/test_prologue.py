@@ -271,7 +271,7 @@ def sbatch_calls(stubs: Path) -> list[str]:
 
 
 CAP = ResumePolicy(max_retries=3, max_walltime_s=1000)
-ADMIN_PREEMPT = ResumePolicy(cancel_by_other="preempt")
+ADMIN_PREEMPT = ResumePolicy(admin_cancel="preempt")
 CASES: list[Case] = [
     *(Case(s.value) for s in SlurmState),
     Case(None),
@@ -336,7 +336,7 @@ def _case_id(case: Case) -> str:
     parts += ["marker"] if case.marker else []
     parts += [f"sq-{case.squeue_pred}"] if case.squeue_pred else []
     parts += ["requeued"] if SELF in case.chain else []
-    parts += [case.policy.cancel_by_other] if case.policy.cancel_by_other != "stop" else []
+    parts += [case.policy.admin_cancel] if case.policy.admin_cancel != "stop" else []
     parts += [f"cap{case.policy.max_walltime_s}"] if case.policy.max_walltime_s else []
     parts += [f"ucap{case.policy.max_unknown_links}"] if case.policy.max_unknown_links != 3 else []
     parts += [f"ctld{case.ctld_state}{case.ctld_elapsed}"] if case.ctld_elapsed is not None else []
@@ -368,7 +368,7 @@ GENERATED = st.builds(
         ResumePolicy,
         max_retries=st.integers(0, 5),
         max_walltime_s=st.one_of(st.none(), st.integers(1, 2 * 10**6)),
-        cancel_by_other=st.sampled_from(["stop", "preempt"]),
+        admin_cancel=st.sampled_from(["stop", "preempt"]),
         max_unknown_links=st.integers(1, 4),
     ),
     squeue_pred=st.sampled_from(["", "", *(s.value for s in SlurmState)]),

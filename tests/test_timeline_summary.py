@@ -21,9 +21,9 @@ from test_cli import World, world  # noqa: F401 - the fixture, shared with test_
 
 from remote_chain.cli.summary import DATE_FORMAT, gantt, markdown, parse_gantt
 from remote_chain.cli.timeline import BAR_CELLS, EMPTY, FULL, LINK_STYLES, bar, timeline_view
-from remote_chain.client.orchestrator import ClusterFailure, StatusResult
 from remote_chain.core.chainstatus import ChainStatus, JobView
 from remote_chain.core.models import ChainStateName, JobId
+from remote_chain.core.results import ClusterFailure, StatusResult
 from remote_chain.errors import ConnectError
 from remote_chain.protocol.layout import time_limits
 

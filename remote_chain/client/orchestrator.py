@@ -33,25 +33,21 @@ from remote_chain.client.outcomes import (
     resume_entries,
     submissions,
 )
-from remote_chain.client.plan import build_bundle, job_spec, read_uploads, run_dir
+from remote_chain.client.plan import build_bundle, read_uploads, render_scripts, run_dir
 from remote_chain.client.reachability import Outages
 from remote_chain.client.runs import note_status, remember, settle
 from remote_chain.config import ClusterProfile, SubmitConfig
 from remote_chain.core.results import (
-    CancelEntry,
     CancelResult,
     ClusterFailure,
     DoctorResult,
     RenderedScript,
-    ResumeEntry,
     ResumeResult,
     StatusResult,
-    Submission,
     SubmitResult,
 )
 from remote_chain.errors import ConfigError, NotFoundError, RemoteError, WaitTimeout
 from remote_chain.execs.doctor import Check
-from remote_chain.job.script import render_job_script
 from remote_chain.protocol.layout import RENDER_RUN_ID, compact_limits
 from remote_chain.retries import poll_backoff
 
@@ -59,22 +55,6 @@ if TYPE_CHECKING:
     from remote_chain.execs.resume import ResumeCaps
 
 log = structlog.get_logger("remote_chain")
-
-# The result records live in results.py; imported from here too, as they always were.
-__all__ = [
-    "CancelEntry",
-    "CancelResult",
-    "ClusterFailure",
-    "DoctorResult",
-    "Orchestrator",
-    "RenderedScript",
-    "ResumeEntry",
-    "ResumeResult",
-    "StatusResult",
-    "Submission",
-    "SubmitResult",
-    "WaitTimeout",
-]
 
 
 class Orchestrator(Fleet):
@@ -177,21 +157,15 @@ class Orchestrator(Fleet):
         Raises ``ConfigError`` for a bad config, an unknown cluster, an invalid run id, an
         unknown benchmark, or a config the cluster's executor cannot run.
         """
-
         cfg, wanted, run_id, profiles = self._plan(config, clusters, benchmarks, run_id)
-        out = []
-        for profile in profiles:
-            for bench in wanted:
-                spec = job_spec(
-                    cfg,
-                    profile,
-                    bench,
-                    run_id=run_id,
-                    lookup_timeout_s=self.settings.lookup_timeout,
-                    max_unknown_links=self.settings.max_unknown_links,
-                )
-                out.append(RenderedScript(profile.name, bench, render_job_script(spec)))
-        return out
+        return render_scripts(
+            cfg,
+            profiles,
+            wanted,
+            run_id=run_id,
+            lookup_timeout_s=self.settings.lookup_timeout,
+            max_unknown_links=self.settings.max_unknown_links,
+        )
 
     # --- status / wait --------------------------------------------------------------------------
     async def status(
@@ -400,7 +374,6 @@ class Orchestrator(Fleet):
         Every problem is a failed check in the result, including an unreachable cluster.
         Raises ``ConfigError`` for an unknown profile.
         """
-
         clusters = self._cluster_names(clusters)
 
         async def one(name: str) -> DoctorResult:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from remote_chain.config import ClusterProfile, SubmitConfig, check_for_cluster, effective_slurm
 from remote_chain.core.models import NAME_RE, ResumePolicy
+from remote_chain.core.results import RenderedScript
 from remote_chain.errors import ConfigError
 from remote_chain.execs.submit import BundleFile, ChainPlan, ClusterBundle
 from remote_chain.job.script import (
@@ -68,6 +69,36 @@ def select_benchmarks(config: SubmitConfig, wanted: Sequence[str]) -> list[str]:
     return [b for b in names if not wanted or b in wanted]
 
 
+def render_scripts(
+    config: SubmitConfig,
+    profiles: Sequence[ClusterProfile],
+    benchmarks: Sequence[str],
+    *,
+    run_id: str,
+    lookup_timeout_s: int,
+    max_unknown_links: int,
+) -> list[RenderedScript]:
+    """Each benchmark's ``job.sh`` for each profile, as submit renders it (``render``)."""
+    return [
+        RenderedScript(
+            profile.name,
+            bench,
+            render_job_script(
+                job_spec(
+                    config,
+                    profile,
+                    bench,
+                    run_id=run_id,
+                    lookup_timeout_s=lookup_timeout_s,
+                    max_unknown_links=max_unknown_links,
+                )
+            ),
+        )
+        for profile in profiles
+        for bench in benchmarks
+    ]
+
+
 def job_spec(
     config: SubmitConfig,
     profile: ClusterProfile,
@@ -85,7 +116,7 @@ def job_spec(
         ResumePolicy(
             max_retries=resume.max_retries,
             max_walltime_s=resume.max_walltime,
-            cancel_by_other=slurm.admin_cancel,
+            admin_cancel=slurm.admin_cancel,
         )
         if resume is not None
         else None

@@ -192,7 +192,7 @@ class ChainState:
     unknown_links: int = 0
 
 
-CancelByOther = Literal["stop", "preempt"]
+AdminCancel = Literal["stop", "preempt"]
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ class ResumePolicy:
 
     max_retries: int = 3
     max_walltime_s: int | None = None
-    cancel_by_other: CancelByOther = "stop"
+    admin_cancel: AdminCancel = "stop"
     # Cap on consecutive links whose predecessor was unknown to every source (issue 9 class 6).
     max_unknown_links: int = 3
 

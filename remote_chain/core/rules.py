@@ -178,7 +178,7 @@ def classify(predecessor: Predecessor | None, chain: ChainState, policy: ResumeP
 def _cancel_stops(predecessor: Predecessor, chain: ChainState, policy: ResumePolicy) -> bool:
     # A cancel by the submitting user (or by remote-chain, which leaves a marker) always
     # stops; a cancel by another uid (admin tooling) follows the policy, default stop.
-    if policy.cancel_by_other == "stop" or chain.cancel_requested:
+    if policy.admin_cancel == "stop" or chain.cancel_requested:
         return True
     by = predecessor.cancelled_by
     return by is None or chain.uid is None or by == chain.uid

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from remote_chain.core.limits import ACCOUNTING_POLICY, LIMIT_REASONS
@@ -64,25 +63,6 @@ PROLOGUE_SBATCH_TIMEOUT_S = 30
 SBATCH_LIMIT_ERE = "|".join((*LIMIT_REASONS, ACCOUNTING_POLICY))
 
 _CANCELLED_BY = re.compile(r"^CANCELLED\s+by\s+(\d+)")
-
-
-def sacct_argv(job_ids: Iterable[str], *, starttime: str | None = None) -> list[str]:
-    """``sacct`` for allocations only (-X), machine-readable, no header."""
-    argv = ["sacct", "-X", "--parsable2", "--noheader", "--format=" + ",".join(SACCT_FIELDS)]
-    if starttime:
-        # A start-time window: a recycled job id cannot match a job from before the run.
-        argv += ["--starttime", starttime, "--endtime", "now"]
-    argv += ["--jobs", ",".join(job_ids)]
-    return argv
-
-
-def squeue_argv(*, names: Iterable[str] = (), user: str | None = None) -> list[str]:
-    argv = ["squeue", "--noheader", "--me", "--format", SQUEUE_FORMAT]
-    if names:
-        argv += ["--name", ",".join(names)]
-    if user:
-        argv += ["--user", user]
-    return argv
 
 
 def parse_state(text: str) -> tuple[SlurmState, int | None]:
@@ -192,12 +172,3 @@ def parse_squeue(text: str) -> dict[JobId, QueuedJob]:
             parse_time_used(used),
         )
     return jobs
-
-
-def parse_sbatch_parsable(text: str) -> JobId | None:
-    """``sbatch --parsable`` prints ``jobid`` or ``jobid;cluster``; noise lines are skipped."""
-    for line in reversed(text.strip().splitlines()):
-        candidate = line.strip().split(";", 1)[0]
-        if JOB_ID_RE.match(candidate):
-            return JobId(candidate)
-    return None

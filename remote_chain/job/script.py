@@ -280,7 +280,7 @@ def _constants(spec: JobSpec) -> list[str]:
             "RC_MAX_WALLTIME",
             "" if not policy or policy.max_walltime_s is None else policy.max_walltime_s,
         ),
-        ("RC_ADMIN_CANCEL", policy.cancel_by_other if policy else "stop"),
+        ("RC_ADMIN_CANCEL", policy.admin_cancel if policy else "stop"),
         ("RC_TIME_LIMIT", _or_empty(spec.slurm.time_s)),
         ("RC_LOOKUP_TIMEOUT", spec.lookup_timeout_s),
         ("RC_LOOKUP_INTERVAL", spec.lookup_interval_s),

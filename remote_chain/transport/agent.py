@@ -1,10 +1,10 @@
-"""The persistent connection (issue 13, P8): an agent process keeps one cluster's SSH
+"""The persistent connection: an agent process keeps one cluster's SSH
 connection and runs later commands' scripts over it, like OpenSSH's ControlPersist.
 
 Opt-in (profile ``persist = "10m"`` or ``REMOTE_CHAIN_PERSIST``); the direct path stays the
 default and is what every failure here falls back to. The agent is ``python -m
-remote_chain.transport.agent``, started by the first command that wants it (or by ``remote-chain
-agent start``), and reached over a Unix socket:
+remote_chain.transport.agentd``, started by the first command that wants it (or by
+``remote-chain agent start``), and reached over a Unix socket:
 
 - in ``$XDG_RUNTIME_DIR/remote-chain/``, else the per-user ``<state dir>/agent/``: a folder of
   mode 700 owned by the user, checked (``lstat``: no symlink, our uid, no group or other
@@ -18,7 +18,7 @@ agent start``), and reached over a Unix socket:
   ``persist`` seconds without a request: it never outlives a changed profile or host key;
 - it connects with ``SshRemote.open``, the direct path's own code: the same host-key checks,
   and its errors travel back by class name, so exit codes and JSON are the same.
-- it runs the scripts over one persistent shell channel (``remote/shell.py``: 1 RTT a
+- it runs the scripts over one persistent shell channel (``shell.py``: 1 RTT a
   command instead of an exec's channel open and exec request), and as execs whenever that
   channel is busy or broken; ``ping`` answers name the channel's remote PID (``shell_pid``).
 
@@ -33,34 +33,28 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
 import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import structlog
-from anyio.abc import SocketAttribute, SocketStream
+from anyio.abc import SocketStream
 
 from remote_chain import errors
 from remote_chain.errors import (
     ConfigError,
     ConnectError,
-    RemoteChainError,
     RemoteError,
     RemoteTimeout,
 )
-from remote_chain.logconfig import configure_logging
 from remote_chain.transport.base import ClosingContext, CommandResult, Remote
 from remote_chain.transport.endpoint import DEFAULT_CONNECT_TIMEOUT, Endpoint
-from remote_chain.transport.privsock import peer_uid, private_folder
-from remote_chain.transport.shell import ShellRemote
+from remote_chain.transport.privsock import private_folder
 from remote_chain.transport.ssh import SshRemote
 
 _log = structlog.get_logger()
@@ -133,11 +127,11 @@ def _read(path: Path) -> bytes:
 
 
 # --- the wire --------------------------------------------------------------------------------
-async def _send(stream: SocketStream, message: dict[str, Any]) -> None:
+async def send_message(stream: SocketStream, message: dict[str, Any]) -> None:
     await stream.send((json.dumps(message) + "\n").encode())
 
 
-async def _receive(stream: SocketStream) -> dict[str, Any] | None:
+async def receive_message(stream: SocketStream) -> dict[str, Any] | None:
     """One JSON line, or None if the other end closed first."""
     data = bytearray()
     while not data.endswith(b"\n"):
@@ -151,7 +145,7 @@ async def _receive(stream: SocketStream) -> dict[str, Any] | None:
     return message if isinstance(message, dict) else None
 
 
-def _endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
+def endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in dataclasses.asdict(endpoint).items():
         if isinstance(value, Path):
@@ -163,7 +157,7 @@ def _endpoint_json(endpoint: Endpoint) -> dict[str, Any]:
     return out
 
 
-def _endpoint_from_json(doc: dict[str, Any]) -> Endpoint:
+def endpoint_from_json(doc: dict[str, Any]) -> Endpoint:
     paths = {"identity_file", "known_hosts", "agent_dir", "ssh_config"}
     kwargs: dict[str, Any] = {
         k: (Path(v) if k in paths and v is not None else v) for k, v in doc.items()
@@ -202,9 +196,9 @@ class AgentRemote(ClosingContext):
         async with stream:
             request.update(v=PROTOCOL, fingerprint=fingerprint(self._endpoint))
             try:
-                await _send(stream, request)
+                await send_message(stream, request)
                 with anyio.fail_after(limit):
-                    reply = await _receive(stream)
+                    reply = await receive_message(stream)
             except TimeoutError:
                 # The agent enforces the command's own timeout; this is a hung agent.
                 raise RemoteTimeout(
@@ -255,8 +249,8 @@ async def request(
     try:
         with anyio.fail_after(timeout):
             async with await anyio.connect_unix(path) as stream:
-                await _send(stream, {**message, "v": PROTOCOL})
-                return await _receive(stream)
+                await send_message(stream, {**message, "v": PROTOCOL})
+                return await receive_message(stream)
     except (OSError, TimeoutError, ValueError, anyio.BrokenResourceError):
         return None
 
@@ -283,7 +277,7 @@ async def open_via_agent(endpoint: Endpoint) -> Remote | None:
     if answer is not None:
         return AgentRemote(endpoint, path)
     if endpoint.persist <= 0:  # a stale socket of an agent that is gone
-        _unlink(path)
+        unlink_socket(path)
         _log.warning("agent_unavailable", cluster=endpoint.name, reason=f"stale socket {path}")
         return None
     return AgentRemote(endpoint, path) if await start_agent(endpoint, path) else None
@@ -295,8 +289,8 @@ def _exists(path: Path) -> bool:
 
 async def start_agent(endpoint: Endpoint, path: Path) -> bool:
     """Start the agent for ``endpoint`` and wait for it to connect; False (logged) on failure."""
-    _unlink(path)  # a stale socket: no agent answered on it (in our own 700 folder)
-    config = json.dumps({"endpoint": _endpoint_json(endpoint), "socket": str(path)})
+    unlink_socket(path)  # a stale socket: no agent answered on it (in our own 700 folder)
+    config = json.dumps({"endpoint": endpoint_json(endpoint), "socket": str(path)})
     try:
         # Through a shell that backgrounds it and exits at once: the agent is nobody's child
         # to wait for, and outlives this command (its own session: Ctrl-C here does not
@@ -306,7 +300,7 @@ async def start_agent(endpoint: Endpoint, path: Path) -> bool:
             [
                 "/bin/sh",
                 "-c",
-                'exec 3<&0; "$0" -m remote_chain.transport.agent <&3 3<&- &',
+                'exec 3<&0; "$0" -m remote_chain.transport.agentd <&3 3<&- &',
                 sys.executable,
             ],
             stdin=subprocess.PIPE,
@@ -340,152 +334,8 @@ async def start_agent(endpoint: Endpoint, path: Path) -> bool:
     return False
 
 
-# --- the agent process -----------------------------------------------------------------------
-class _Agent:
-    def __init__(self, endpoint: Endpoint, path: Path, remote: Remote) -> None:
-        self.endpoint, self.path, self.remote = endpoint, path, remote
-        self.fingerprint = fingerprint(endpoint)
-        self.last = time.monotonic()
-        self.busy = 0
-        self.stop = anyio.Event()
-
-    async def handle(self, stream: SocketStream) -> None:
-        """One peer; whatever it sends, the agent itself never goes down with it."""
-        try:
-            await self._handle(stream)
-        except (OSError, ValueError, KeyError, TypeError, anyio.BrokenResourceError) as exc:
-            _log.warning("agent_request_dropped", error=repr(exc)[:200])
-
-    async def _handle(self, stream: SocketStream) -> None:
-        async with stream:
-            raw = stream.extra(SocketAttribute.raw_socket)  # noqa: S610 - anyio, not Django
-            if peer_uid(raw) != os.getuid():
-                _log.warning("agent_peer_refused", uid=peer_uid(raw))
-                return
-            message = await _receive(stream)
-            if message is None or message.get("v") != PROTOCOL:
-                return
-            op = message.get("op")
-            if op == "ping":  # not activity: `agent status` does not keep the agent alive
-                idle_left = self.endpoint.persist - (time.monotonic() - self.last)
-                shell_pid = getattr(self.remote, "shell_pid", None)  # a ShellRemote's loop
-                await _send(
-                    stream,
-                    {
-                        "pid": os.getpid(),
-                        "cluster": self.endpoint.name,
-                        "idle_left": idle_left,
-                        "shell_pid": shell_pid,
-                    },
-                )
-                return
-            self.last = time.monotonic()
-            if op == "stop":
-                await _send(stream, {"stopped": os.getpid()})
-                self.stop.set()
-            elif op == "run":
-                if message.get("fingerprint") != self.fingerprint:
-                    await _send(stream, {"stale": True})
-                    self.stop.set()
-                    return
-                self.busy += 1
-                try:
-                    reply = await self._run(message)
-                finally:
-                    self.busy -= 1
-                    self.last = time.monotonic()
-                await _send(stream, reply)
-
-    async def _run(self, message: dict[str, Any]) -> dict[str, Any]:
-        timeout = message.get("timeout")
-        try:
-            result = await self.remote.run(
-                str(message["script"]),
-                timeout=float(timeout) if timeout is not None else None,
-                sensitive=bool(message.get("sensitive")),
-            )
-        except RemoteChainError as exc:
-            return {"error": {"kind": type(exc).__name__, "message": str(exc)}}
-        return {"ok": dataclasses.asdict(result)}
-
-    async def watch(self) -> None:
-        """Exit when idle too long, or when known_hosts or the profile changed."""
-        while not self.stop.is_set():
-            await anyio.sleep(WATCH_PERIOD)
-            idle = time.monotonic() - self.last
-            changed = fingerprint(self.endpoint) != self.fingerprint
-            if changed or (not self.busy and idle > self.endpoint.persist):
-                self.stop.set()
-
-
-async def serve(
-    endpoint: Endpoint,
-    path: Path,
-    opener: Callable[[Endpoint], Awaitable[Remote]] | None = None,
-    *,
-    ready: Callable[[str], None] = lambda line: print(line, flush=True),
-) -> None:
-    """Connect, say READY, serve until idle, stopped or stale. ``opener``: a test seam."""
-    if opener is None:
-        opener = _open_with_shell
-    private_folder(path.parent)
-    try:
-        remote = await opener(endpoint)
-    except RemoteChainError as exc:
-        ready(f"ERROR {type(exc).__name__}: {exc}")
-        return
-    old = os.umask(0o177)  # the socket is created mode 600
-    try:
-        _unlink(path)
-        listener = await anyio.create_unix_listener(path)
-    finally:
-        os.umask(old)
-    inode = _private_socket(path)
-    agent = _Agent(endpoint, path, remote)
-    ready(READY)
-    async with remote, listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, agent.handle)
-        tg.start_soon(agent.watch)
-
-        if isinstance(remote, ShellRemote):
-            tg.start_soon(remote.warm)  # the shell channel, ahead of the first request
-        await agent.stop.wait()
-        tg.cancel_scope.cancel()
-    _unlink(path, inode)
-
-
-async def _open_with_shell(endpoint: Endpoint) -> Remote:
-    """The direct path's connection, its commands served over a persistent shell channel."""
-
-    return ShellRemote(await SshRemote.open(endpoint))
-
-
-def _unlink(path: Path, inode: int | None = None) -> None:
+def unlink_socket(path: Path, inode: int | None = None) -> None:
     """Remove a socket file (only if it is still ``inode``, not a successor's)."""
     with contextlib.suppress(FileNotFoundError):
         if inode is None or path.stat().st_ino == inode:
             path.unlink()
-
-
-def _private_socket(path: Path) -> int:
-    path.chmod(0o600)
-    return path.stat().st_ino
-
-
-def main() -> None:
-    """``python -m remote_chain.transport.agent``: one JSON line on stdin names what to serve."""
-
-    configure_logging("json", 0)
-    doc = json.loads(sys.stdin.readline())
-
-    def ready(line: str) -> None:
-        print(line, flush=True)
-        with contextlib.suppress(OSError):
-            os.close(1)  # nobody reads further: the starting command is gone
-
-    endpoint, path = _endpoint_from_json(doc["endpoint"]), Path(doc["socket"])
-    anyio.run(functools.partial(serve, endpoint, path, ready=ready), backend="asyncio")
-
-
-if __name__ == "__main__":
-    main()

@@ -8,14 +8,11 @@ server's ``MaxSessions`` like asyncssh's channels, so the same capacity limit ap
 
 from __future__ import annotations
 
-import contextlib
 import math
 import shlex
-import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import anyio
 import anyio.abc
@@ -24,21 +21,15 @@ import structlog
 from remote_chain.errors import (
     AuthenticationError,
     ConfigError,
-    ConnectError,
-    HostKeyError,
-    HostNotFoundError,
-    RefusedError,
-    RemoteError,
-    RemoteTimeout,
 )
 from remote_chain.protocol.markers import REMOTE_COMMAND, wrap
 from remote_chain.transport.base import (
     ClosingContext,
     CommandResult,
-    output_too_large,
     result_from_output,
 )
 from remote_chain.transport.endpoint import Endpoint
+from remote_chain.transport.opensshrun import SSH, SSH_FAILED, run_capped, run_ssh, ssh_failed
 from remote_chain.transport.sshconfig import (
     DEFAULT_CONNECT_TIMEOUT,
     MAX_HOPS,
@@ -47,23 +38,6 @@ from remote_chain.transport.sshconfig import (
 )
 
 _log = structlog.get_logger()
-
-SSH = "ssh"
-# ssh exits 255 for its own errors (connection, authentication, mux); a remote command's
-# status is passed through otherwise, and ours is always 0 once the end marker is printed.
-SSH_FAILED = 255
-
-
-# ssh's exit and stderr when it failed itself, mapped to our classes (ssh has no structured
-# errors; these are its own messages, stable across OpenSSH 7-9).
-_STDERR_CLASSES: tuple[tuple[str, type[RemoteError]], ...] = (
-    ("Could not resolve hostname", HostNotFoundError),
-    ("Host key verification failed", HostKeyError),
-    ("host key for", HostKeyError),
-    ("Permission denied", AuthenticationError),
-    ("timed out", RemoteTimeout),
-    ("Connection refused", RefusedError),
-)
 
 
 @dataclass(frozen=True)
@@ -189,82 +163,9 @@ def _proxy_command(endpoint: Endpoint, hops: Sequence[str]) -> str:
     return command
 
 
-async def _run_ssh(
-    endpoint: Endpoint,
-    argv: list[str],
-    *,
-    stdin: bytes | None,
-    limit: float,
-    doing: Literal["connect", "command"],
-) -> subprocess.CompletedProcess[bytes]:
-    with _mapped(endpoint, doing, limit), anyio.fail_after(limit):
-        # On timeout run_process kills ssh, which closes the multiplexed session.
-        return await anyio.run_process(argv, input=stdin, check=False)
-
-
-@contextlib.contextmanager
-def _mapped(
-    endpoint: Endpoint, doing: Literal["connect", "command"], limit: float
-) -> Iterator[None]:
-    """Running ``ssh`` itself failed: our errors, naming the cluster (one mapping for both)."""
-    try:
-        yield
-    except TimeoutError as exc:  # before OSError: TimeoutError is an OSError
-        raise RemoteTimeout(
-            f"{doing} on {endpoint.host} took longer than {limit:g} s", host=endpoint.name
-        ) from exc
-    except FileNotFoundError as exc:
-        raise RemoteError(f"`{SSH}` not found on PATH: {exc}", host=endpoint.name) from exc
-    except OSError as exc:
-        raise ConnectError(f"cannot run `{SSH}`: {exc}", host=endpoint.name) from exc
-
-
-async def _drain(
-    stream: anyio.abc.ByteReceiveStream,
-    sink: bytearray,
-    budget: list[int],
-    process: anyio.abc.Process,
-) -> None:
-    """Read ``stream`` to its end into ``sink``; past the budget, kill ssh instead."""
-    with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
-        while True:
-            chunk = await stream.receive()
-            budget[0] -= len(chunk)
-            if budget[0] < 0:
-                process.kill()  # the other stream then ends too
-                return
-            sink += chunk
-
-
-async def _run_capped(
-    endpoint: Endpoint, argv: list[str], stdin: bytes, limit: float
-) -> tuple[bytes, bytes, int]:
-    """``ssh`` with ``stdin``, its output capped at the endpoint's ``max_output_bytes``."""
-    cap = endpoint.max_output_bytes
-    with _mapped(endpoint, "command", limit):
-        with anyio.fail_after(limit):
-            # On timeout the process is killed on leaving the block, closing the session.
-            async with await anyio.open_process(argv) as process:
-                stdin_pipe, stdout, stderr = process.stdin, process.stdout, process.stderr
-                if stdin_pipe is None or stdout is None or stderr is None:  # pipes by default
-                    raise RemoteError("ssh started without pipes", host=endpoint.name)
-                budget = [cap]
-                out, err = bytearray(), bytearray()
-                async with anyio.create_task_group() as group:
-                    group.start_soon(_drain, stdout, out, budget, process)
-                    group.start_soon(_drain, stderr, err, budget, process)
-                    with contextlib.suppress(anyio.BrokenResourceError):
-                        await stdin_pipe.send(stdin)
-                    await stdin_pipe.aclose()
-                returncode = await process.wait()
-                if budget[0] < 0:
-                    raise output_too_large(endpoint.name, cap)
-                return bytes(out), bytes(err), returncode
-
-
 async def _ssh_g(endpoint: Endpoint, host: str, options: Sequence[str]) -> dict[str, list[str]]:
     argv = [SSH, *_config_options(endpoint), *options, "-G", "--", host]
-    completed = await _run_ssh(endpoint, argv, stdin=None, limit=10, doing="connect")
+    completed = await run_ssh(endpoint, argv, stdin=None, limit=10, doing="connect")
     if completed.returncode != 0:
         reason = completed.stderr.decode("utf-8", "replace").strip()
         raise ConfigError(
@@ -328,15 +229,6 @@ async def _resolve(endpoint: Endpoint) -> _Resolved:
     return _Resolved(tuple(extra), timeout, control_path, keepalive)
 
 
-def _ssh_failed(endpoint: Endpoint, stderr: bytes) -> RemoteError:
-    """ssh's own failure (exit 255) as one of our classes, its message kept."""
-    reason = stderr.decode("utf-8", "replace").strip()[-500:]
-    for needle, kind in _STDERR_CLASSES:
-        if needle.lower() in reason.lower():
-            return kind(f"ssh to {endpoint.host} failed: {reason}", host=endpoint.name)
-    return ConnectError(f"ssh to {endpoint.host} failed: {reason}", host=endpoint.name)
-
-
 class OpensshRemote(ClosingContext):
     """A ``Remote`` over the system ``ssh``: an existing ControlMaster when the profile or
     the ssh config names a ControlPath, else one ``ssh`` login per command (keys only)."""
@@ -359,7 +251,7 @@ class OpensshRemote(ClosingContext):
         started = time.monotonic()
         resolved = await _resolve(endpoint)
         if resolved.control_path is not None:
-            completed = await _run_ssh(
+            completed = await run_ssh(
                 endpoint,
                 _check_argv(endpoint, resolved),
                 stdin=None,
@@ -375,7 +267,7 @@ class OpensshRemote(ClosingContext):
                     host=endpoint.name,
                 )
         else:
-            completed = await _run_ssh(
+            completed = await run_ssh(
                 endpoint,
                 _run_argv(endpoint, resolved, "exit 0"),
                 stdin=b"",
@@ -383,7 +275,7 @@ class OpensshRemote(ClosingContext):
                 doing="connect",
             )
             if completed.returncode != 0:
-                raise _ssh_failed(endpoint, completed.stderr)
+                raise ssh_failed(endpoint, completed.stderr)
         seconds = round(time.monotonic() - started, 3)
         _log.debug(
             "ssh_connected",
@@ -402,7 +294,7 @@ class OpensshRemote(ClosingContext):
         limit = self._endpoint.command_timeout if timeout is None else timeout
         async with self._limiter:
             started = time.monotonic()
-            stdout, stderr, returncode = await _run_capped(
+            stdout, stderr, returncode = await run_capped(
                 self._endpoint,
                 _run_argv(self._endpoint, self._resolved),
                 wrapped.encode(),

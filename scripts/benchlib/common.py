@@ -15,8 +15,9 @@ from typing import ParamSpec, TypeVar
 from benchlib.probe import Probe
 from benchlib.rig import Rig
 from benchlib.stats import Compared, Row, Verdict
-from remote_chain.client.orchestrator import Orchestrator, StatusResult, SubmitResult
+from remote_chain.client.orchestrator import Orchestrator
 from remote_chain.config.settings import Settings
+from remote_chain.core.results import StatusResult, SubmitResult
 
 T = TypeVar("T")
 P = ParamSpec("P")

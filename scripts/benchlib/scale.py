@@ -43,7 +43,9 @@ from benchlib.common import Ctx, Disturbed, retried, slurm_ids, status_now, subm
 from benchlib.probe import Probe
 from benchlib.rig import REPO
 from benchlib.stats import Row, Summary, Verdict, seconds
-from remote_chain.client.orchestrator import Orchestrator, StatusResult, WaitTimeout
+from remote_chain.client.orchestrator import Orchestrator
+from remote_chain.core.results import StatusResult
+from remote_chain.errors import WaitTimeout
 
 ENDPOINTS = 10
 CHAINS, QUICK_CHAINS = 10_000, 200

@@ -24,8 +24,8 @@ from benchlib.common import (
 )
 from benchlib.probe import Probe
 from benchlib.stats import Row, Summary, Verdict, paired_rtt_equivalents, seconds, times
-from remote_chain.client.orchestrator import StatusResult
 from remote_chain.core.models import ChainStateName
+from remote_chain.core.results import StatusResult
 from tests import devcluster
 
 SIZES = (1, 50, 200)

@@ -39,9 +39,9 @@ from benchlib.stats import (
     seconds,
     times,
 )
-from remote_chain.client.orchestrator import SubmitResult
 from remote_chain.client.plan import build_bundle, read_uploads, select_benchmarks
 from remote_chain.config import load_profile, load_submit_config
+from remote_chain.core.results import SubmitResult
 
 P1_BENCHMARKS = ("b0", "b1", "b2", "b3")
 FANOUT = (1, 2, 4, 8)

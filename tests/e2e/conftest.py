@@ -30,9 +30,10 @@ import devcluster  # tests/ is on sys.path: pytest's rootdir-relative import of 
 import pytest
 import yaml
 
-from remote_chain.client.orchestrator import Orchestrator, StatusResult, SubmitResult
+from remote_chain.client.orchestrator import Orchestrator
 from remote_chain.config.settings import Settings
 from remote_chain.core.chainstatus import ChainStatus
+from remote_chain.core.results import StatusResult, SubmitResult
 
 T = TypeVar("T")
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -189,34 +187,3 @@ def test_the_shell_channel_starts_as_an_exec_does_for_tcsh_and_zsh_users(
         for got in (first, second):
             assert isinstance(got, CommandResult)
             assert (got.exit_status, got.stdout, got.stderr) == (0, want.stdout, want.stderr)
-
-
-def test_a_command_through_the_agent_does_not_import_asyncssh(
-    dev: devcluster.DevCluster, tmp_path: Path
-) -> None:
-    """The client side of the agent path stays light (issue 13, P8): a cold `status` served
-    by the agent reaches the cluster without importing asyncssh (nor the shell channel's
-    module, which only the agent needs)."""
-    folder = tmp_path / "kept"
-    write_profile(dev, CLUSTER, folder)
-    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
-    env |= {"PYTHONPATH": str(REPO), "REMOTE_CHAIN_STATE_DIR": str(tmp_path / "state")}
-    cli = [sys.executable, "-c", "from remote_chain.cli import main; main()"]
-    cli += ["--clusters-dir", str(folder)]
-
-    def run(*args: str, importtime: bool = False) -> subprocess.CompletedProcess[str]:
-        argv = [cli[0], "-X", "importtime", *cli[1:]] if importtime else cli
-        return subprocess.run(
-            [*argv, *args], env=env, capture_output=True, text=True, timeout=60, check=False
-        )
-
-    started = run("agent", "start", "-c", CLUSTER)
-    assert started.returncode == 0, started.stderr
-    try:
-        status = run("status", "20261130-000000-abcd", "-c", CLUSTER, "--json", importtime=True)
-    finally:
-        run("agent", "stop", "-c", CLUSTER)
-    assert "no run 20261130-000000-abcd under" in status.stdout  # the login node answered
-    imported = {line.split("|")[2].strip() for line in status.stderr.splitlines() if "|" in line}
-    assert "remote_chain.transport.agent" in imported
-    assert not {"asyncssh", "remote_chain.transport.ssh", "remote_chain.transport.shell"} & imported

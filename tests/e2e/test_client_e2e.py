@@ -29,8 +29,9 @@ import devcluster
 import pytest
 
 from remote_chain.client.index import RunIndex
-from remote_chain.client.orchestrator import Orchestrator, StatusResult, SubmitResult
+from remote_chain.client.orchestrator import Orchestrator
 from remote_chain.core.models import ChainStateName
+from remote_chain.core.results import StatusResult, SubmitResult
 from remote_chain.errors import AuthenticationError, ConnectError, HostKeyError
 from remote_chain.transport.base import CommandResult, Remote
 from remote_chain.transport.connect import open_remote

@@ -14,8 +14,8 @@ from pathlib import Path
 import devcluster
 import pytest
 
-from remote_chain.client.orchestrator import ResumeResult
 from remote_chain.core.models import ChainStateName
+from remote_chain.core.results import ResumeResult
 from remote_chain.execs.resume import ResumeCaps
 
 from .conftest import Chain, Client, write_config

@@ -12,8 +12,8 @@ import devcluster
 import pytest
 from localexec import squeue_record
 
-from remote_chain.client.orchestrator import StatusResult
 from remote_chain.core.models import ChainStateName
+from remote_chain.core.results import StatusResult
 from remote_chain.execs.status import Target, parse_status_output, render_status_script
 from remote_chain.protocol.markers import wrap
 

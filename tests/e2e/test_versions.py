@@ -23,16 +23,11 @@ from pathlib import Path
 
 import devcluster
 import pytest
+from slurmcli import parse_sbatch_parsable, sacct_argv, squeue_argv
 
-from remote_chain.client.orchestrator import SubmitResult
 from remote_chain.core.models import ChainStateName, JobId, SacctRecord, SlurmState
-from remote_chain.core.sacct import (
-    parse_sacct,
-    parse_sbatch_parsable,
-    parse_squeue,
-    sacct_argv,
-    squeue_argv,
-)
+from remote_chain.core.results import SubmitResult
+from remote_chain.core.sacct import parse_sacct, parse_squeue
 
 from .conftest import (
     _SUBMITTED,

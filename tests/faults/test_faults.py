@@ -30,9 +30,10 @@ import devcluster
 import pytest
 from structlog.testing import capture_logs
 
-from remote_chain.client.orchestrator import Orchestrator, StatusResult, SubmitResult
+from remote_chain.client.orchestrator import Orchestrator
 from remote_chain.core.chainstatus import ChainStatus
 from remote_chain.core.models import ChainStateName
+from remote_chain.core.results import StatusResult, SubmitResult
 from remote_chain.errors import RemoteError
 from remote_chain.execs.submit import FIRST_JOB_FILE, RECORD_FILE
 from remote_chain.job.script import CHAIN_FILE, RETRIES_FILE, WALLTIME_FILE

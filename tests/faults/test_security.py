@@ -26,9 +26,9 @@ import anyio
 import pytest
 from structlog.testing import capture_logs
 
-from remote_chain.client.orchestrator import SubmitResult
 from remote_chain.client.plan import describe_bundle
 from remote_chain.config import load_submit_config
+from remote_chain.core.results import SubmitResult
 from remote_chain.errors import ConfigError, HostKeyError
 from remote_chain.job.script import SECRETS_FILE
 
