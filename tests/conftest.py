@@ -12,6 +12,10 @@ both releases, and the faults suite, which stops 22.05's sshd and slurmdbd.
 ``--suite-part=all`` (the default): the whole suite, as one process runs it.
 
 Deselected, not skipped: a part shows only what it ran, and the two add up to the suite.
+
+Order: the modules marked ``runs_last`` (the accounting outage, which stops both releases'
+slurmdbd) run after every other test of their process, whatever their file names; the rest
+keep pytest's order. scripts/test runs them in a third process of their own.
 """
 
 from __future__ import annotations
@@ -59,13 +63,19 @@ def part_of(item: pytest.Item) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep the tests of ``--suite-part``, then move the ``runs_last`` ones after the others."""
     part = config.getoption("--suite-part")
-    if part == "all":
-        return
-    keep: list[pytest.Item] = []
-    dropped: list[pytest.Item] = []
-    for item in items:
-        (keep if part_of(item) == part else dropped).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+    if part != "all":
+        keep: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
+        for item in items:
+            (keep if part_of(item) == part else dropped).append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
+    items.sort(key=runs_last)  # stable: each group keeps pytest's order
+
+
+def runs_last(item: pytest.Item) -> bool:
+    """Whether a test belongs after every other of its process (its module stops daemons)."""
+    return item.get_closest_marker("runs_last") is not None

@@ -33,6 +33,8 @@ VALUES = st.recursive(
 @settings(max_examples=400, deadline=None)
 @given(VALUES)
 def test_the_same_bytes_as_json_dumps(document: object) -> None:
+    """For any JSON document, indented_json gives the very text that
+    ``json.dumps(indent=2, ensure_ascii=False)`` gives."""
     assert indented_json(document) == json.dumps(document, indent=2, ensure_ascii=False)
 
 
@@ -50,10 +52,14 @@ class _Colour(enum.StrEnum):
     ],
 )
 def test_what_is_not_plain_is_json_dumps_own(document: object) -> None:
+    """A str subclass, keys that are not strings, NaN, infinities and deep nesting come out as
+    json.dumps writes them."""
     assert indented_json(document) == json.dumps(document, indent=2, ensure_ascii=False)
 
 
 def test_what_json_dumps_refuses_is_refused() -> None:
+    """What json.dumps refuses, indented_json refuses with the same exception: an object it cannot
+    encode, a list that holds itself."""
     with pytest.raises(TypeError):
         indented_json({"when": object()})
     loop: list[object] = []

@@ -116,6 +116,8 @@ def test_only_per_render_data_is_passed_by_callers() -> None:
 
 
 def test_the_map_has_every_name_and_event_kind() -> None:
+    """The one substitution map spells the run folder's names and every event kind as layout.py
+    does."""
     subs = template_subs()
     assert subs["__JOB__"] == layout.JOB_SCRIPT
     assert subs["__RECORD__"] == layout.RECORD_FILE
@@ -154,6 +156,8 @@ def _written(record: layout.RunRecord) -> str:
 
 
 def test_the_record_round_trips_through_its_writer_and_reader() -> None:
+    """A run record written as submit.bash finishes it parses back equal, at schema version 2, with
+    its time limits readable."""
     record = layout.RunRecord(
         "rc-1",
         "eos",
@@ -194,6 +198,7 @@ def test_a_version_1_record_is_still_read() -> None:
 
 @pytest.mark.parametrize("text", ["", "{", "[]", '{"run_id": "x"}', '{"chains": 3}'])
 def test_what_is_not_a_record_reads_as_none(text: str) -> None:
+    """Text that is not a run record parses as None and gives no time limits."""
     assert layout.parse_record(text) is None
     assert time_limits(text) == {}
 

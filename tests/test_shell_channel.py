@@ -40,6 +40,8 @@ _FAKES = (
 
 
 def test_frame_is_a_header_and_the_bytes() -> None:
+    """A framed request is a line of the nonce and the script's length in bytes, then the script's
+    bytes."""
     nonce = secrets.token_hex(16)
     framed = frame_request("echo é\n", nonce)
     assert framed == f"{nonce} 8\n".encode() + "echo é\n".encode()
@@ -47,6 +49,7 @@ def test_frame_is_a_header_and_the_bytes() -> None:
 
 @pytest.mark.parametrize("nonce", ["", "x" * 32, "0" * 31, "0" * 32 + "; rm -rf ~"])
 def test_a_nonce_that_is_not_128_bit_hex_is_refused(nonce: str) -> None:
+    """A nonce that is not 32 hex digits is refused by the framing and by the loop."""
     with pytest.raises(ValueError, match="nonce"):
         frame_request("true", nonce)
     with pytest.raises(ValueError, match="nonce"):
@@ -54,6 +57,9 @@ def test_a_nonce_that_is_not_128_bit_hex_is_refused(nonce: str) -> None:
 
 
 def test_done_lines_of_another_nonce_are_payload() -> None:
+    """A reply ends only at its own nonce's done line (another nonce's is payload), its stderr is
+    cut by the announced length, nothing parses until every announced byte came, and the ready
+    line's pid is read out of the login noise."""
     nonce, other = secrets.token_hex(16), secrets.token_hex(16)
     err = f"e\n{DONE_MARKER}{nonce} 0 0\n".encode()  # stderr is cut by length, not searched
     out = f"a\n{DONE_MARKER}{other} 0 1\nb\n{DONE_MARKER}{nonce} 3 {len(err)}\n".encode()
@@ -210,6 +216,7 @@ async def test_the_shell_channel_gives_what_an_exec_gives(noisy_sshd: Sshd) -> N
 @pytest.mark.ssh
 @pytest.mark.anyio
 async def test_a_killed_loop_costs_a_new_channel_not_the_command(noisy_sshd: Sshd) -> None:
+    """After the loop is killed from outside, the next command still runs, on a new loop."""
     async with ShellRemote(await SshRemote.open(noisy_sshd.endpoint())) as shell:
         assert (await shell.run("echo one")).stdout == "one\n"
         pid = shell.shell_pid
@@ -225,6 +232,8 @@ async def test_a_killed_loop_costs_a_new_channel_not_the_command(noisy_sshd: Ssh
 @pytest.mark.ssh
 @pytest.mark.anyio
 async def test_a_timeout_discards_the_channel(noisy_sshd: Sshd) -> None:
+    """A command that times out raises RemoteTimeout and drops its channel, and the next command
+    runs on a new loop."""
     async with ShellRemote(await SshRemote.open(noisy_sshd.endpoint())) as shell:
         await shell.warm()
         pid = shell.shell_pid
@@ -238,6 +247,7 @@ async def test_a_timeout_discards_the_channel(noisy_sshd: Sshd) -> None:
 @pytest.mark.ssh
 @pytest.mark.anyio
 async def test_concurrent_requests_run_as_execs_meanwhile(noisy_sshd: Sshd) -> None:
+    """Four requests made at once through one ShellRemote each get their own output."""
     results: dict[int, str] = {}
     async with ShellRemote(await SshRemote.open(noisy_sshd.endpoint())) as shell:
 

@@ -87,6 +87,8 @@ def _final(*ids: int, reason: str = "from-cache") -> str:
 
 
 def test_final_jobs_are_not_asked_and_come_back_from_the_index(tmp_path: Path) -> None:
+    """A job whose final line the index holds is left out of sacct's ids and comes back from the
+    index, unless squeue shows it queued again."""
     run_dir = _run_dir(tmp_path)
     # 100000 queued; 100001 final; 100002 final but queued again (requeued): squeue's.
     env = _env(tmp_path, run_dir, RC_STUB_LIVE="100000,100002")
@@ -186,6 +188,8 @@ def _status(i: int, job: JobView) -> ChainStatus:
 
 
 def test_the_index_keeps_final_lines_per_chain_and_drops_a_requeued_one(tmp_path: Path) -> None:
+    """note_status keeps each chain's final lines with when sacct gave them (renewed only past
+    FINAL_TTL), and drops a chain's lines once its job is queued again."""
     index = RunIndex(tmp_path)
     clusters = {"c": IndexedCluster("/w/r", ("chain0", "chain1")), "d": IndexedCluster("/x", ())}
     index.save(IndexedRun(RUN_ID, "2026-12-03T00:00:00Z", clusters, final={"d/chain0": _final(7)}))
@@ -224,6 +228,7 @@ def test_the_index_keeps_final_lines_per_chain_and_drops_a_requeued_one(tmp_path
 
 @pytest.mark.parametrize("raw", [None, "garbage", {"c/x": 3}])
 def test_an_index_entry_without_usable_final_lines_reads_as_none(raw: object) -> None:
+    """An index entry whose ``final`` is missing or malformed has no final lines."""
     data: dict[str, object] = {"run_id": RUN_ID, "created": "", "clusters": {}}
     if raw is not None:
         data["final"] = raw
@@ -244,6 +249,8 @@ def test_an_index_entry_without_usable_final_lines_reads_as_none(raw: object) ->
 def test_final_lines_are_fresh_for_an_hour_from_when_sacct_gave_them(
     read: str, fresh: bool
 ) -> None:
+    """Kept final lines are fresh for under an hour from when they were read, and stale when that
+    time is in the future or not of the form written."""
     run = IndexedRun(RUN_ID, "", final={"c/a": _final(1)}, final_read={"c/a": read})
     now = dt.datetime(2026, 12, 3, 12, 0, 0, tzinfo=dt.UTC)
     assert (run.fresh(now) == {"c/a"}) is fresh

@@ -49,6 +49,8 @@ def _limits_seen(tmp: Path, target: Target) -> tuple[dict[str, int | None], str 
 def test_limits_from_the_index_give_what_the_record_gives_without_it(
     tmp_path: Path, limits: dict[str, int | None]
 ) -> None:
+    """Time limits from the index give each chain the walltime the run record gives, and the exec
+    then does not send the record."""
     run_dir = _run_dir(tmp_path, limits)
     from_record, record = _limits_seen(tmp_path, Target(RUN_ID, str(run_dir)))
     assert record is not None
@@ -60,6 +62,8 @@ def test_limits_from_the_index_give_what_the_record_gives_without_it(
 
 
 def test_one_limit_for_every_chain_is_kept_in_a_few_bytes() -> None:
+    """One limit shared by every chain is kept as a single entry, chains without a limit are left
+    out, and limit_of reads both forms."""
     assert compact_limits({f"c{i:05d}": 600 for i in range(10_000)}) == {EVERY: 600}
     assert compact_limits({"a": 600, "b": None}) == {"a": 600}
     assert compact_limits({"a": None}) == {}
@@ -70,6 +74,8 @@ def test_one_limit_for_every_chain_is_kept_in_a_few_bytes() -> None:
 def test_the_index_keeps_the_limits_and_refuses_a_hand_edit_it_cannot_trust(
     tmp_path: Path,
 ) -> None:
+    """The index keeps a cluster's time limits, and reads hand-edited or missing ones as none, so
+    that the record is read instead."""
     index = RunIndex(tmp_path)
     cluster = IndexedCluster("/w/run/c1", ("a", "b"), "slurm", {EVERY: 600})
     index.save(IndexedRun(RUN_ID, "2026-12-03T00:00:00+00:00", {"c1": cluster}))

@@ -58,6 +58,8 @@ TRICKY = st.text(alphabet="\\n\t\na", max_size=12)
 @settings(max_examples=300, deadline=None)
 @given(fields=st.lists(TRICKY, max_size=4))
 def test_backslashes_before_an_n_are_never_read_as_newlines(fields: list[str]) -> None:
+    """decode never takes an escaped backslash followed by an ``n`` for a newline, in plain or gzip
+    fields, while an escaped newline still decodes to one."""
     zipped = wire._GZIP + base64.b64encode(gzip.compress(b"\\n")).decode()
     records = decode(encode("BENCH", *fields) + f"GZ\t{zipped}\tx\\ny\n")
     assert records == [("BENCH", *fields), ("GZ", "\\n", "x\ny")]

@@ -59,6 +59,9 @@ def _accepts_lc(dev: devcluster.DevCluster, cluster: str) -> bool | None:
 def test_every_login_shell_runs_the_script_from_env_or_stdin(
     dev: devcluster.DevCluster, tmp_path: Path, sensitive: bool
 ) -> None:
+    """Each login shell (bash, tcsh, zsh, on both releases) runs the script with Slurm on its PATH,
+    from the env request when the sshd accepts ``LC_*`` and the script is not secret, else from
+    stdin, and the variable never reaches the script's environment."""
     names = ["local", "local24", *dev.shell_profiles]
     assert len(names) >= 4, "the dev cluster has no tcsh/zsh users"
 

@@ -42,6 +42,9 @@ _squeue = squeue_record
 def test_held_chains_read_as_with_squeue_name(
     dev: devcluster.DevCluster, version: Version, tmp_path: Path
 ) -> None:
+    """On 40 held chains, the status exec's squeue of the user's jobs kept by awk gives the same
+    SQUEUE record as its ``squeue --name`` path, and every chain reads pending with squeue's reason
+    JobHeldUser."""
     benches = {
         f"c{i:02d}": {"command": "true", "slurm": {"extra_args": ["--hold"]}} for i in range(CHAINS)
     }

@@ -19,8 +19,9 @@ Measured in a namespace instance: 22.05 alone 186 s (3 tests); both releases 217
   outage, so the local index holds its final sacct line and status repeats it during the
   outage; a client without that index cannot see it then, and says unknown.
 
-This module runs last (its name) and alone: with slurmdbd down no other test could read sacct.
-slurmdbd is always started again, in a ``finally``.
+With slurmdbd down no other test could read sacct, so this module runs after every other test
+of its process (its ``runs_last`` marker: tests/conftest.py moves it there), and scripts/test
+runs it alone, after both parts. slurmdbd is always started again, in a ``finally``.
 """
 
 from __future__ import annotations
@@ -50,7 +51,12 @@ from .conftest import (
 )
 from .conftest import write_config as write_submit_config
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600), pytest.mark.cross_release]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(600),
+    pytest.mark.cross_release,
+    pytest.mark.runs_last,
+]
 
 ITEMS, SLEEP = 18, 5  # 90 s of work under a 1-minute limit: exactly one TIMEOUT
 STOP_DBD_AFTER_S = 45  # into the first jobs: before their TIMEOUT at 60-80 s
