@@ -142,9 +142,9 @@ def _bytecode(ctx: Ctx) -> None:
 
     The cold rows (P6, P9, P10) run new processes from this checkout; with
     ``PYTHONDONTWRITEBYTECODE`` set (this machine's shells set it) no
-    ``__pycache__`` is ever written there, so every process compiled ~100 modules from
-    source: ~60 ms of CPU that no installed copy pays (its site-packages has the .pyc files,
-    as asyncssh's and pydantic's do here). Written next to the sources (gitignored).
+    ``__pycache__`` is ever written there, so every process would compile the package from
+    source: CPU that no installed copy pays (its site-packages has the .pyc files, as
+    asyncssh's and pydantic's do here). Written next to the sources (gitignored).
     """
     result = subprocess.run(
         [sys.executable, "-m", "compileall", "-q", str(REPO / "remote_chain")],

@@ -62,7 +62,7 @@ class DevCluster:
     shell_profiles: Mapping[str, ShellUser] = field(default_factory=lambda: MappingProxyType({}))
     """Profile name (``local24-tcsh``...) -> its login-shell user."""
     bench_users: tuple[str, ...] = ()
-    """The P7 bench's login users, one per endpoint (each with the client's key)."""
+    """The 10,000-chain poll bench's login users, one per endpoint (each with the client's key)."""
     bench_workdirs: Path | None = None
     """The folder of the bench users' workdirs, ``<bench_workdirs>/<user>``."""
     host: str = "127.0.0.1"

@@ -1,6 +1,6 @@
 """Running a bit of Python as another local user: the dev cluster's unprivileged test user.
 
-For the tests that a private socket (the agent's, the warm launcher's) refuses every other
+For the tests that a private socket (the agent's) refuses every other
 user: a real second uid on the same machine, never a mock of the check.
 """
 

@@ -1,4 +1,4 @@
-"""The persistent connection's agent (issue 13, P8), with a fake Remote at the seam: its
+"""The persistent connection's agent, with a fake Remote at the seam: its
 folder and socket are private, another user is refused, results and errors travel back as
 the direct path gives them, and a changed host key or a stale socket retires it."""
 

@@ -112,7 +112,7 @@ def test_submit_unpacks_submits_and_records(tmp_path: Path, stubs: Path) -> None
         "squeue --noheader --me --format=%i",
     ]
     assert "LIMITS\t" in out
-    # And one squeue confirms both ids (any order) before they are reported (issue 14.4).
+    # And one squeue confirms both ids (any order) before they are reported.
     assert len(calls) == 5
     assert calls[4].startswith("squeue --noheader --states=all --jobs=")
     assert calls[4].endswith(" --format=%i|%j")

@@ -124,7 +124,7 @@ def test_retries_file_counts_only_non_timeout_retries() -> None:
     assert d.infra_retries == 2
 
 
-# --- Refinements (issue #2) -------------------------------------------------------------------
+# --- Refinements ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("state", sorted(NON_TERMINAL_STATES))
 def test_stale_non_terminal_state_is_accounting_lag(state: SlurmState) -> None:
     """A stale PENDING/RUNNING/REQUEUED... behaves like 'not yet visible': no retry spent."""
@@ -263,7 +263,7 @@ def test_completed_always_ends(c: ChainState, pol: ResumePolicy) -> None:
     )
 
 
-# --- The edges (issue 9) ----------------------------------------------------------------------
+# --- The edges -----------------------------------------------------------------------------------
 def test_signalled_end_record_turns_failed_into_the_timeout_row() -> None:
     """Exited non-zero after a checkpoint signal: resumes, walltime counted, no retry."""
     p = Predecessor(J("41"), SlurmState.FAILED, elapsed_s=70, end=EndRecord.SIGNALLED)

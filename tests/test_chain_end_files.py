@@ -1,4 +1,4 @@
-"""What `cancel` and `resume` do to the files a chain keeps for its links (issue 9, classes 4, 6).
+"""What `cancel` and `resume` do to the files a chain keeps for its links.
 
 The client's remote scripts run by local bash under stub Slurm commands (as in test_guard):
 a cancelled chain's mode-600 secrets file goes once nothing of the chain is queued, and a

@@ -224,7 +224,7 @@ def test_parse_events_skips_garbage() -> None:
 
 
 def test_successor_refused_by_a_submit_limit_names_the_limit() -> None:
-    """status names the per-user limit when sbatch refused the successor on one (issue 9.9)."""
+    """status names the per-user limit when sbatch refused the successor on one."""
     refusal = (
         "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
         "(job submit limit, user's size and/or time limits)"

@@ -1,4 +1,4 @@
-"""Fail fast, fail once (issue 11 §2): wait's exits, one message per failure, human logs,
+"""Fail fast, fail once: wait's exits, one message per failure, human logs,
 and ``clusters`` listing broken profiles. Fake clusters at the ``Remote`` seam."""
 
 from __future__ import annotations

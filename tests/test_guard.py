@@ -1,6 +1,6 @@
 """The ownership guard of the client's remote scripts, run by local bash with stub Slurm.
 
-Every case plants what a neighbour on a shared login node could (issue 14.1): the script
+Every case plants what a neighbour on a shared login node could: the script
 must stop with ``UNSAFE_EXIT`` before it reads, writes or runs anything, naming the path.
 Cases that need a second user (a folder owned by someone else) run against the dev cluster
 in tests/faults/test_neighbour.py.

@@ -1,4 +1,4 @@
-"""Config values that would take over the job are refused at load time (issue 14.5)."""
+"""Config values that would take over the job are refused at load time."""
 
 from __future__ import annotations
 
@@ -165,7 +165,7 @@ def test_a_symlink_to_a_file_inside_the_folder_is_copied(tmp_path: Path, proj: P
 def test_what_cannot_be_uploaded_is_refused_with_its_path(
     tmp_path: Path, proj: Path, make: Callable[[Path, Path], object], why: str
 ) -> None:
-    """Nothing leaves through a symlink and nothing is skipped silently (issue 14.5)."""
+    """Nothing leaves through a symlink and nothing is skipped silently."""
     secret = tmp_path / "secret_key"
     secret.write_text("PRIVATE KEY\n")
     make(proj, secret)

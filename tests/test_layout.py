@@ -1,4 +1,4 @@
-"""The run folder's protocol has one home (layout.py, issue 12.1): no other module or template
+"""The run folder's protocol has one home (layout.py): no other module or template
 spells its names, every template placeholder comes from the one map, and run folders written
 before the record had a ``schema_version`` (version 1) are still read by every command."""
 
@@ -23,7 +23,7 @@ TEMPLATES = sorted([*(PACKAGE / "execs").glob("*.bash"), *(PACKAGE / "job").glob
 # The run folder's own names (interface.md §3); ordinary words (files, logs) are not policed.
 SPELLINGS = (".gym_", ".remote_chain_", "job.sh", "remote-chain.json")
 
-# A record exactly as submit wrote it before issue 12 (schema version 1: no schema_version).
+# A record exactly as a version-1 submit wrote it (no schema_version field).
 RECORD_V1 = (
     '{"run_id": "rc-20260101-000000-abcd", "cluster": "eos", "created": "2026-01-01T00:00:00Z",'
     ' "executor": "slurm", "run_dir": "/work/rc-20260101-000000-abcd/eos", "chains": ['

@@ -298,7 +298,7 @@ CASES: list[Case] = [
     Case("REQUEUED", squeue_pred="RUNNING"),
     Case("RUNNING", squeue_pred="COMPLETED"),
     Case("RUNNING", squeue_pred="COMPLETING"),
-    # Issue 9 class 10: every squeue state that means "still in the queue".
+    # Every squeue state that means "still in the queue".
     *(Case("RUNNING", squeue_pred=s.value) for s in sorted(QUEUED_STATES)),
     Case("FAILED", chain=(PRED, SELF), retries=1, walltime=77),
     # Class 2: every run of a requeued predecessor is counted (sacct --duplicates).

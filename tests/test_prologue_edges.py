@@ -1,8 +1,8 @@
-"""The prologue at the edges real sites reach (issue 9), run by bash under stub Slurm commands.
+"""The prologue at the edges real sites reach, run by bash under stub Slurm commands.
 
 One test (or property) per class: hand-edited state files, the runner lease and requeue,
 checkpoint signals, secrets kept from Slurm, bounded Slurm calls, full disks, recycled ids and
-per-user limits, and the trust checks of issue 14. The rows of the decision table these
+per-user limits, and the trust checks. The rows of the decision table these
 classes touch are in tests/test_prologue.py's differential cases against decide().
 """
 
@@ -435,7 +435,7 @@ def test_a_per_user_limit_is_named(tmp_path: Path) -> None:
     assert "Chain will NOT continue on failure" in again.stderr
 
 
-# --- Issue 14: trust ---------------------------------------------------------------------------
+# --- Trust ---------------------------------------------------------------------------------------
 def test_group_writable_state_is_refused(tmp_path: Path) -> None:
     """A state file others can write is refused before anything is read or run."""
     prepare = write(WALLTIME_FILE, "5\n", 0o664)
@@ -533,7 +533,7 @@ def test_a_requeued_link_gets_no_fresh_budget(tmp_path: Path) -> None:
     assert (bench / WALLTIME_FILE).read_text() == "50\n"  # counted by the successor, not here
 
 
-# --- Issue 12 point 3: one copy of the rules ----------------------------------------------------
+# --- One copy of the rules -----------------------------------------------------------------------
 def test_the_template_holds_no_rule_of_its_own() -> None:
     """prologue.bash only does I/O: no action is chosen, no counter moved, no cap compared there."""
     template = (Path(remote_chain.__file__).parent / "job" / "prologue.bash").read_text()

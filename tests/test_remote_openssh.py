@@ -222,7 +222,7 @@ async def test_a_controlpath_from_the_ssh_config_is_used(sshd: Sshd, config_mast
 async def test_a_flooding_login_shell_is_cut_off_over_the_master(
     sshd: Sshd, master: Endpoint
 ) -> None:
-    """Past max_output_bytes, ssh is killed and the error names the host (issue 14.4)."""
+    """Past max_output_bytes, ssh is killed and the error names the host."""
     profile = sshd.home / ".bash_profile"
     profile.write_text("while :; do echo endless login noise; done\n")
     try:
@@ -236,7 +236,7 @@ async def test_a_flooding_login_shell_is_cut_off_over_the_master(
 
 @pytest.mark.anyio
 async def test_the_script_is_in_no_command_line(sshd: Sshd, master: Endpoint) -> None:
-    """Neither ssh's argv here nor the login shell's there carries the script (issue 14.2)."""
+    """Neither ssh's argv here nor the login shell's there carries the script."""
     marker = "LOCAL-ARGV-0815"
     async with await open_remote(master) as remote:
         assert isinstance(remote, OpensshRemote)

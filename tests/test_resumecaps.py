@@ -1,4 +1,4 @@
-"""resume keeps the caps (issue 9.7): which jobs are not yet counted, their walltime over every
+"""resume keeps the caps: which jobs are not yet counted, their walltime over every
 run, and when a chain is refused: pure, from literal event and sacct lines."""
 
 from __future__ import annotations

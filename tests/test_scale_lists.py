@@ -1,6 +1,6 @@
 """At 10,000 chains no argument of a remote command may exceed Linux's MAX_ARG_STRLEN
-(128 KiB): the status and cancel scripts cut job-id and job-name lists into chunks
-(issue 13, P7). Run by bash with stub ``sacct``/``squeue`` that refuse any longer argument."""
+(128 KiB): the status and cancel scripts cut job-id and job-name lists into chunks.
+Run by bash with stub ``sacct``/``squeue`` that refuse any longer argument."""
 
 from __future__ import annotations
 

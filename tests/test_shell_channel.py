@@ -1,4 +1,4 @@
-"""The agent's persistent shell channel (issue 13, P8): the framing as pure functions and
+"""The agent's persistent shell channel: the framing as pure functions and
 through a local bash running the very loop, then ``ShellRemote`` against a real sshd on
 loopback: the same results as an exec, a fake delimiter cannot confuse it, a killed loop or
 a timeout costs a new channel and never a command."""

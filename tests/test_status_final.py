@@ -1,4 +1,4 @@
-"""A job's final sacct record is asked once (issue 13; P3, P5): the local index keeps it, and
+"""A job's final sacct record is asked once: the local index keeps it, and
 later status polls send its id in ``RC_FINAL_IDS`` so the exec leaves it out of ``sacct``,
 unless squeue shows the job again (requeued): then squeue speaks. Run by bash with stub
 ``sacct``/``squeue`` on PATH that log what they are asked; the index and the merge are pure."""
@@ -103,8 +103,8 @@ def test_final_jobs_are_not_asked_and_come_back_from_the_index(tmp_path: Path) -
 
 
 def test_no_sacct_at_all_when_every_ended_job_is_known(tmp_path: Path) -> None:
-    """The P3 case: held chains queued, the ended ones' records known: squeue alone. Also
-    when squeue answers nothing (no job of ours queued)."""
+    """Held chains queued and the ended ones' records known: squeue alone. Also when squeue
+    answers nothing (no job of ours queued)."""
     run_dir = _run_dir(tmp_path)
     env = _env(tmp_path, run_dir, RC_STUB_LIVE="100000,100001,100002")
     target = Target(RUN_ID, str(run_dir), final=_final(100003, 100004, 100005))

@@ -87,9 +87,8 @@ def test_big_and_oversized_files_take_the_other_paths(tmp_path: Path) -> None:
 
 
 def test_status_exec_runs_in_the_c_locale_before_anything_else() -> None:
-    """Every process of the status exec runs in the C locale (issue 13, P7: ~7 % of its
-    login-node CPU under a UTF-8 locale); set before the wire and guard code, whatever the
-    login shell's locale."""
+    """Every process of the status exec runs in the C locale (a UTF-8 locale costs login-node
+    CPU); set before the wire and guard code, whatever the login shell's locale."""
     script = render_status_script([Target("rc-1", "/nowhere/rc-1")])
     body = script[script.index("rc_chunks()") :]  # after the RC_* heads and rc_chunks
     assert body.count("export LC_ALL=C") == 1

@@ -1,7 +1,7 @@
-"""Each link's walltime, without the run record (issue 13, P7): submit keeps every chain's
+"""Each link's walltime, without the run record: submit keeps every chain's
 time limit in the local index (``IndexedCluster.time_limits``, compact), and a status whose
 Target carries them asks the exec not to send the record, which it read for nothing else
-(~255 KB per 1,000 chains, gzipped and parsed on every poll). Without them (an entry of an
+(gzipped and parsed on every poll). Without them (an entry of an
 earlier release, ``--cluster`` from another machine) the record is sent and read as before.
 Run by bash with quiet stub Slurm tools; the index and the lookup are pure."""
 

@@ -1,6 +1,6 @@
 """Past 256 chains, the status exec lists all of the user's jobs once and keeps the run's
-with awk, instead of ``squeue --name`` (a client-side filter in squeue, O(jobs x names): issue
-13, P7). The lines kept must be those ``--name`` keeps. A stub ``squeue`` on PATH does what
+with awk, instead of ``squeue --name`` (a client-side filter in squeue, O(jobs x names)). The
+lines kept must be those ``--name`` keeps. A stub ``squeue`` on PATH does what
 Slurm's does with ``--name`` (22.05 and 24.11, ``src/squeue``: the list split on commas, each
 compared with ``xstrcasecmp``; ``SQUEUE_NAMES`` when no ``--name`` is given) over a fixed
 listing; the same script runs with each path forced, and the SQUEUE records must be equal."""

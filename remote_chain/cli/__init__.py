@@ -13,9 +13,9 @@
 
 The CLI's dispatch is the package's one lazy import: a command's declaration imports its
 ``commands/`` module when it runs. ``remote-chain --help`` then reads typer and the
-declarations only, not the library (anyio, asyncssh, pydantic, rich: several times the
-start-up of ``--help`` itself, docs/performance.md). Help is plain click formatting for the
-same reason.
+declarations only, not the library (anyio, asyncssh, pydantic, rich), whose imports would
+dominate the start-up of ``--help`` (docs/performance.md). Help is plain click formatting for
+the same reason.
 """
 
 from __future__ import annotations

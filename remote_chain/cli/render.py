@@ -95,7 +95,7 @@ def _problems(chain: ChainStatus) -> Text:
 
 def _failure_lines(failures: Sequence[ClusterFailure]) -> list[Text]:
     # Nothing: each failure is printed once, as the CLI's error line on stderr, naming
-    # cluster, host, cause and fix (issue 11 §2); repeating it here printed it twice.
+    # cluster, host, cause and fix; repeating it here would print it twice.
     del failures
     return []
 

@@ -1,6 +1,6 @@
 """One cluster for one invocation: a connection, opened once, and each operation as one exec.
 
-This is the imperative shell around the pure script builders (bundle, snapshot, actions):
+This is the imperative shell around the pure script builders and parsers of ``execs/``:
 it sends a script through the ``Remote`` seam, reads the answer, and decides about retries.
 
 - Every operation is a single remote exec; a whole status poll is one, whatever the count.
@@ -72,15 +72,10 @@ if TYPE_CHECKING:
     from remote_chain.execs.status import Target
     from remote_chain.execs.submit import ClusterBundle, SubmitAnswer
 
-# Each operation's script builder and parser is imported by the operation itself: a status
-# command then never imports submit's, cancel's, resume's or doctor's modules (~20 ms of a
-# cold command's ~0.4 s of CPU, most of it their dataclasses being made; issue 13, P9), and a
-# submit never imports status's (snapshot, chainstatus, runstatus: ~7 ms).
-
 log = structlog.get_logger("remote_chain")
 
-# Seconds a submit's exec may take per chain beyond the command timeout: an sbatch takes
-# 0.02-0.1 s on a healthy controller and seconds on a loaded one; a hung exec is still
+# Seconds a submit's exec may take per chain beyond the command timeout: an sbatch is quick
+# on a healthy controller and takes seconds on a loaded one; a hung exec is still
 # abandoned, after a bound that grows with the work sent.
 SUBMIT_S_PER_CHAIN = 1.0
 
@@ -227,13 +222,13 @@ class ClusterSession:
         """Submit once; after a lost connection, look the run up before ever sending again."""
 
         script = render_submit_script(bundle)
-        # No script travels in a command line any more (issue 14.2); the flag still marks
-        # a bundle holding secret values for the Remote seam.
+        # No script travels in a command line; the flag marks a bundle holding secret values
+        # for the Remote seam.
         sensitive = any(f.path.endswith(SECRETS_FILE) for f in bundle.files)
         await self.remote()  # a failure to connect at all: nothing was sent, nothing to look up
         # The exec runs one sbatch per chain: its time grows with them. Abandoned at the plain
-        # command timeout, a 1,000-benchmark submit to a busy controller (~0.1 s an sbatch)
-        # read as a lost connection while it was still queueing (issue 13, P7).
+        # command timeout, a big submit to a busy controller would read as a lost connection
+        # while it was still queueing.
         timeout = self.settings.command_timeout + SUBMIT_S_PER_CHAIN * len(bundle.chains)
         tries = 0
 
@@ -378,7 +373,7 @@ def profile_sbatch_args(profile: ClusterProfile) -> list[str]:
 
 
 def _limit_warnings(bundle: ClusterBundle, answer: SubmitAnswer, stdout: str) -> list[str]:
-    """Why the run cannot fit under the user's reported job limits (issue 10.6), if it cannot."""
+    """Why the run cannot fit under the user's reported job limits, if it cannot."""
 
     found = parse_submit_limits(stdout)
     if found is None or answer.existed:

@@ -130,7 +130,7 @@ class Fleet(ClosingContext):
             try:
                 results[name] = await work(name)
             except RemoteChainError as exc:
-                # debug only: the command reports each failure once, itself (issue 11 §2).
+                # debug only: the command reports each failure once, itself.
                 log.debug("cluster_failed", cluster=name, error=str(exc))
                 failures.append(ClusterFailure(name, exc))
 

@@ -41,9 +41,9 @@ class IndexedCluster:
     benchmarks: tuple[str, ...]
     executor: Executor = "slurm"
     # Each link's walltime by benchmark (layout.compact_limits), as submit recorded it: status
-    # then need not fetch the run record, which holds them for every chain (~255 KB per 1,000
-    # chains, gzipped, base64-ed and parsed on every poll: issue 13, P7). None for entries of
-    # before the field, or hand-edited past reading: the record is read as before.
+    # then need not fetch the run record, which holds them for every chain (and would be
+    # gzipped, base64-ed and parsed on every poll). None for entries of before the field, or
+    # hand-edited past reading: the record is read as before.
     time_limits: dict[str, int] | None = None
 
 
@@ -58,16 +58,16 @@ class IndexedRun:
     checked: str = ""
     # "<cluster>/<benchmark>" -> the sacct lines of the chain's jobs whose record is final
     # (chainstatus.final_lines), and when sacct gave them (ISO 8601 UTC): later polls do not
-    # ask sacct of them (snapshot.Target.final) for FINAL_TTL, then once again.
+    # ask sacct of them (status.Target.final) for FINAL_TTL, then once again.
     final: dict[str, str] = field(default_factory=dict)
     final_read: dict[str, str] = field(default_factory=dict)
 
     def fresh(self, now: dt.datetime) -> set[str]:
         """The chains whose final lines sacct gave less than FINAL_TTL before ``now``.
 
-        The times are compared as the strings they are (ISO_UTC sorts as it reads): a poll of
-        10,000 ended chains would spend ~0.1 s in strptime. A time in the future (a clock set
-        back) or not of that form counts as stale: sacct is asked again.
+        The times are compared as the strings they are (ISO_UTC sorts as it reads), with no
+        strptime per ended chain. A time in the future (a clock set back) or not of that form
+        counts as stale: sacct is asked again.
         """
         low, high = (now - FINAL_TTL).strftime(ISO_UTC), now.strftime(ISO_UTC)
         return {
@@ -166,8 +166,8 @@ def _stamp(st: os.stat_result) -> _Stamp:
 class RunIndex:
     """The entries of one folder. An entry read or written is kept with its file's stamp and
     given again while the file is unchanged: a status poll reads its run's entry to know where
-    to look and again to keep what it saw, and a 10,000-chain entry costs ~7 ms to parse
-    (issue 13, P7; a ``wait`` reads it every poll). Entries are shared: never mutate one.
+    to look and again to keep what it saw, and a big run's entry is not parsed again for
+    nothing (a ``wait`` reads it every poll). Entries are shared: never mutate one.
     At most KEPT entries are kept (the latest read or written): ``runs`` reads them all, and
     a long-lived caller should not hold every run it ever listed."""
 

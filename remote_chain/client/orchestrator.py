@@ -305,7 +305,7 @@ class Orchestrator(Fleet):
     ) -> ResumeResult:
         """Queue the next job of chains that ended failed or stopped; refuse live ones.
 
-        The caps are kept (resumecaps.py): the walltime of every job not yet counted is
+        The caps are kept (execs/resume.py): the walltime of every job not yet counted is
         counted first; a stopped chain needs ``caps.max_walltime_s`` above the walltime
         used, a failed resumable one granted retries; new caps go into job.sh and the record.
         Refusals and failures are in the result. Raises ``ConfigError`` as ``status`` does.

@@ -1,7 +1,7 @@
 """PURE: a cluster's answers read into result records (``results.py``).
 
 The flows in ``orchestrator.py`` fan out, collect what each cluster's scripts answered
-(``bundle.SubmitAnswer``, ``actions.CancelAnswer``, ``actions.ResumeAnswer`` and the resume
+(``submit.SubmitAnswer``, ``cancel.CancelAnswer``, ``resume.ResumeAnswer`` and the resume
 ``Plan``), and hand them here: one function per flow, no I/O, so each rule (a submit that
 found the run already there reports that run's jobs, a cancel that gave up says so, ...) is
 tested without a cluster.

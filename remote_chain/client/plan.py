@@ -167,7 +167,7 @@ def _folder_files(entry: Path, config: SubmitConfig) -> list[Path]:
     A symlink inside the folder is followed only when it names a regular file inside the
     folder (its bytes are copied); one leading out of it (a private key "uploaded" as
     README.md), a symlinked folder, a dangling link and a special file (fifo, socket, device)
-    are refused with their path (issue 14.5). The entry itself may be a symlink: the user
+    are refused with their path. The entry itself may be a symlink: the user
     named it.
     """
     root = entry.resolve()

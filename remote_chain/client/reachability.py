@@ -1,4 +1,4 @@
-"""Which cluster failures ``wait`` keeps polling through, and for how long (issue 11 §2).
+"""Which cluster failures ``wait`` keeps polling through, and for how long.
 
 - A config error (exit 2) or an authentication / host-key error (exit 3) ends ``wait`` at
   once: polling again cannot fix it, and polling forever would hide it.

@@ -99,7 +99,7 @@ def note_status(index: RunIndex, results: Iterable[StatusResult]) -> None:
         if run is None or not result.chains:
             continue
         # One pass over the chains, the state's text by lookup (an enum's .value is a
-        # descriptor call): a 10,000-chain poll's tail after its last reply (issue 13, P7).
+        # descriptor call): this runs for every chain after a poll's last reply.
         states, text = dict(run.states), _STATE_TEXT
         final, read, fresh = dict(run.final), dict(run.final_read), run.fresh(when)
         for c in result.chains:

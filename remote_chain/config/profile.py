@@ -97,7 +97,7 @@ class ClusterProfile(Frozen):
     workdir: Annotated[StrictStr, AfterValidator(_workdir)]
     executor: Executor = "slurm"
     transport: Transport = "asyncssh"
-    # Seconds the agent keeps the connection idle (issue 13, P8); 0: every command connects.
+    # Seconds the agent keeps the connection idle; 0: every command connects.
     persist: Annotated[int, BeforeValidator(parse_persist)] = 0
     slurm: SlurmOptions = SlurmOptions()
     source: Path = IN_CODE

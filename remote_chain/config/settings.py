@@ -44,7 +44,7 @@ class Settings(BaseSettings):
     state_dir: Path | None = None
     log_format: Literal["console", "json"] | None = None
     # None: the ssh config's ConnectTimeout for the host, else DEFAULT_CONNECT_TIMEOUT
-    # (remote/sshconfig.py), as issue 11 asks: an explicit setting beats the ssh config.
+    # (transport/endpoint.py): an explicit setting beats the ssh config, as with `ssh -o`.
     connect_timeout: float | None = Field(default=None, gt=0)
     # A refused connection is tried again for this long (an sshd restarting), no longer:
     # a dead host fails within a few seconds, as with `ssh`.
@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     # Overrides every profile's `persist` ("10m", "0" for off): the persistent connection.
     persist: Annotated[str, AfterValidator(_valid_persist)] | None = None
     max_upload_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
-    # Most bytes one remote command may print, login-shell noise included (issue 14.4).
+    # Most bytes one remote command may print, login-shell noise included.
     max_output_bytes: int = Field(default=64 * 1024 * 1024, ge=1024)
 
     def clusters_dirs(self) -> list[Path]:

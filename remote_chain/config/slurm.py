@@ -1,7 +1,7 @@
 """The ``[slurm]`` table: a profile's sbatch defaults, or a benchmark's overrides of them.
 
 Each value is written into an ``#SBATCH`` line, so each is one Slurm word; ``extra_args`` may
-not set what the run layout and the chain own (interface.md section 2, issue 14.5).
+not set what the run layout and the chain own (interface.md section 2).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ _OWN_OPTIONS = (
     "kill-on-invalid-dep",
     "output",
     "error",
-    "job-name",  # status and cancel find a chain's jobs by its name (issue 14.5)
+    "job-name",  # status and cancel find a chain's jobs by its name
     "array",  # one job per link: the chain files hold one job id per line
 )
-# Requeue is the profile's `[slurm] requeue` setting, not an extra argument (issue 14.5).
+# Requeue is the profile's `[slurm] requeue` setting, not an extra argument.
 _REQUEUE_OPTIONS = ("requeue", "no-requeue")
 _KEYED_OPTIONS = ("time", "partition", "account", "qos")
 
@@ -101,7 +101,7 @@ class SlurmOptions(Frozen):
     # (admin tooling, preemption scripts). "stop" follows the spec's CANCELLED row.
     admin_cancel: Literal["stop", "preempt"] = "stop"
     # Whether Slurm may requeue a link (#SBATCH --requeue); --requeue/--no-requeue in
-    # extra_args are refused in favour of this key (issue 14.5).
+    # extra_args are refused in favour of this key.
     requeue: StrictBool = False
 
     @model_validator(mode="after")

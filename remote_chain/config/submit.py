@@ -70,7 +70,7 @@ class EnvVar(Frozen):
         yield "secret", self.secret
 
 
-# driver.env names a job may not set (issue 14.5): the job script exports driver.env before
+# driver.env names a job may not set: the job script exports driver.env before
 # the prologue runs, so these would steer the prologue itself (its own RC_ values, the
 # successor's sbatch, how bash parses and what it loads). By prefix, then by exact name.
 RESERVED_ENV_PREFIXES = {

@@ -24,7 +24,7 @@ MAX_NAME_LEN = 100
 # Siblings of the benchmark folders in <workdir>/<run_id>/<cluster>/ (interface.md section 3):
 # the uploads folder, the run record (and its temporary file), and the run's own dot-files
 # (.remote_chain_since, .remote_chain_submit.out, ...). The prefixes are reserved whole, so a
-# file the layout adds later can never land on a benchmark's folder (issue 9, class 9).
+# file the layout adds later can never land on a benchmark's folder.
 RESERVED_BENCHMARK_NAMES = frozenset({UPLOADS_DIR, RECORD_FILE})
 RESERVED_BENCHMARK_PREFIXES = (OWN_PREFIX, STATE_PREFIX, RECORD_FILE)
 # Validation-context key set by the loaders: ints in durations are Slurm minutes.

@@ -132,9 +132,9 @@ def derive(
     link's walltime, from the run record) is carried into the status as it is."""
     problems: list[str] = []
     got = files.files
-    # A file the exec did not send does not exist (snapshot.parse_status_output): a held or
-    # queued first link sends its first-job file alone, so most chains of a 10,000-chain poll
-    # skip each reader here at one dict test (issue 13, P7).
+    # A file the exec did not send does not exist (status.parse_status_output): a held or
+    # queued first link sends its first-job file alone, so most chains of a big poll skip
+    # each reader here at one dict test.
     chain_ids = _chain_ids(files, problems) if "chain" in got else []
     walltime = _int_file(files, "walltime", problems) if "walltime" in got else 0
     retries = _int_file(files, "retries", problems) if "retries" in got else 0
@@ -164,7 +164,7 @@ def derive(
         if job_id not in ids:
             ids.append(job_id)
     warnings: list[str] = []
-    if events:  # a held or queued first link has none: ~1/4 of a 10,000-chain poll's derive
+    if events:  # a held or queued first link has none: it skips this work
         # A successor the chain withdrew itself (the run finished or stopped) and that never
         # ran is bookkeeping, not history: leave it out of the jobs list.
         withdrawn = {
@@ -187,7 +187,7 @@ def derive(
 def final_lines(chain: ChainStatus) -> str:
     """The chain's jobs whose sacct record is final (``FINAL_STATES``, with an End), as the
     sacct lines they were read from: what the local index keeps so that later polls need not
-    ask slurmdbd of them again (snapshot.Target.final). A job squeue showed has no End here,
+    ask slurmdbd of them again (status.Target.final). A job squeue showed has no End here,
     so a job requeued after its end drops out of the lines the poll that sees it queued."""
     lines = []
     for job in chain.jobs:
@@ -219,7 +219,7 @@ def _status(  # noqa: PLR0917 - a private constructor helper, every field positi
     warnings: list[str],
     time_limit_s: int | None,
 ) -> ChainStatus:
-    # Positional, in the field order: keywords cost 10,000 chains ~6 ms more (issue 13, P7).
+    # Positional, in the field order: keywords cost more per chain.
     return ChainStatus(
         cluster,
         files.run_id,
@@ -264,7 +264,7 @@ def _job_view(job_id: JobId, snap: Snapshot) -> JobView:
 
 def _when(text: str) -> str:
     """sacct's Start/End as given (``2026-11-29T20:01:02``); "" for Unknown/None/garbage."""
-    if not text:  # a queued job's start (squeue's %S before it starts): no regex (P7)
+    if not text:  # a queued job's start (squeue's %S before it starts): no regex
         return ""
     text = text.strip()
     return text if _SACCT_TIME.fullmatch(text) else ""
@@ -331,7 +331,7 @@ def _chain_state(  # noqa: PLR0917 - private, called once
     if last is None:
         return ChainStateName.UNKNOWN
     # Accounting down: never guess. Only a record read before (a final one the local index
-    # kept, snapshot.Target.final) is still known, whichever other chains this poll asked of.
+    # kept, status.Target.final) is still known, whichever other chains this poll asked of.
     known = snap.sacct if snap.sacct_ok else snap.kept
     rec = known.get(last)
     if rec is None or rec.state in NON_TERMINAL_STATES or rec.state is SlurmState.UNKNOWN:

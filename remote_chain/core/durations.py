@@ -92,7 +92,7 @@ PERSIST_FORMS = '"90s", "10m", "2h", "1d", a Slurm duration, or "0"/"off" for no
 
 
 def parse_persist(value: object) -> int:
-    """Seconds the persistent connection (``persist``, issue 13 P8) lives idle; 0 is off.
+    """Seconds the persistent connection (``persist``) lives idle; 0 is off.
 
     ``90s``, ``10m``, ``2h``, ``1d``, or any Slurm form (a bare number is minutes).
     """

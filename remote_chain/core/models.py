@@ -53,7 +53,7 @@ class SlurmState(enum.StrEnum):
     def parse(cls, text: str) -> SlurmState:
         """First word of a state column; anything unrecognised is UNKNOWN, never an error."""
         word = text.strip().split(" ", 1)[0].rstrip("+").upper() if text.strip() else ""
-        # A dict lookup, not cls(word): a status of 10,000 chains parses ~20,000 states.
+        # A dict lookup, not cls(word): a status parses a few states per chain.
         return _STATE_BY_VALUE.get(word, cls.UNKNOWN)
 
 
@@ -81,8 +81,8 @@ NON_TERMINAL_STATES: frozenset[SlurmState] = frozenset(
 )
 
 # States in which sacct's record of a job is its last word: a status poll keeps such records
-# (with their End) in the local index and asks slurmdbd of them no more (issue 13: a poll of a
-# run whose chains ended asked sacct of every job it ever ran, every time). Not NODE_FAIL or
+# (with their End) in the local index and asks slurmdbd of them no more (else a poll of a run
+# whose chains ended would ask sacct of every job it ever ran, every time). Not NODE_FAIL or
 # PREEMPTED, after which Slurm may requeue the job under its id; a job requeued from one of
 # these by hand shows up in squeue again, and squeue speaks for a job it shows.
 FINAL_STATES: frozenset[SlurmState] = frozenset(
@@ -99,7 +99,7 @@ FINAL_STATES: frozenset[SlurmState] = frozenset(
 
 # Seen in squeue for the predecessor, these mean it is still (or again) in the queue: requeued,
 # held, suspended or stopped. COMPLETING, SIGNALING and STAGE_OUT are a job on its way out (our
-# afternotok dependency fires while it completes), so they are not "queued" (issue 9, class 10).
+# afternotok dependency fires while it completes), so they are not "queued".
 QUEUED_STATES: frozenset[SlurmState] = NON_TERMINAL_STATES - {
     SlurmState.COMPLETING,
     SlurmState.SIGNALING,
@@ -202,7 +202,7 @@ class ResumePolicy:
     max_retries: int = 3
     max_walltime_s: int | None = None
     admin_cancel: AdminCancel = "stop"
-    # Cap on consecutive links whose predecessor was unknown to every source (issue 9 class 6).
+    # Cap on consecutive links whose predecessor was unknown to every source.
     max_unknown_links: int = 3
 
 

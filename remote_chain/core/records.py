@@ -82,8 +82,8 @@ _PLAIN = frozenset({str, int, float, type(None), bool})
 
 
 def _plan(cls: type[Record]) -> _Plan:
-    """What ``_encode_record`` writes of a record class, worked out once per class: a status of
-    10,000 chains encodes 20,000 records (~150 ms asking dataclasses each time, ~50 ms so)."""
+    """What ``_encode_record`` writes of a record class, worked out once per class: a status
+    encodes a few records per chain, and asking dataclasses each time would repeat the work."""
     plan = _PLANS.get(cls)
     if plan is None:
         fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
@@ -122,14 +122,14 @@ class _NotPlain(Exception):
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None), dict, list, tuple})
 _STR_ONLY = {str}
 # The least items a container has for the one-join shortcut to be tried: asking each small
-# one (a status's 10,000 chains, ~12 keys each) its types cost a --json status 20%.
+# one (a chain's record, a dozen keys) its types costs more than the shortcut saves.
 _FLAT_MIN = 16
 
 
 def _text_mapping(value: dict[object, object], pad: str) -> str | None:
-    """A dict of exact str to exact str (the index's 10,000 chain states, their final sacct
-    lines) as ``indented_json`` writes it, in one join, not four parts and a walk a pair
-    (issue 13, P7); None for any other dict."""
+    """A dict of exact str to exact str (the index's chain states, their final sacct lines)
+    as ``indented_json`` writes it, in one join, not four parts and a walk a pair; None for
+    any other dict."""
     if not _STR_ONLY == set(map(type, value.values())) == set(map(type, value)):
         return None
     pairs = (f"{encode_basestring(k)}: {encode_basestring(v)}" for k, v in value.items())  # type: ignore[arg-type]
@@ -143,12 +143,12 @@ def _joined(opening: str, items: Iterable[str], pad: str, closing: str) -> str:
 
 
 def indented_json(document: object) -> str:
-    """``json.dumps(document, indent=2, ensure_ascii=False)``, byte for byte, in half the time.
+    """``json.dumps(document, indent=2, ensure_ascii=False)``, byte for byte, done with less work.
 
-    With ``indent`` the json module encodes in Python, a generator per value: 140 ms for a
-    status of 10,000 chains (5.6 MB), where this walk of the plain types (dict, list, tuple,
-    str, int, float, bool, None; C's ``encode_basestring`` for the strings) takes 80 ms of a
-    cold command's tail (issue 13, P7); the local index writes its entries with it too.
+    With ``indent`` the json module encodes in Python, a generator per value; this walk of
+    the plain types (dict, list, tuple, str, int, float, bool, None; C's ``encode_basestring``
+    for the strings) does less per value. Every ``--json`` output goes through it; the local
+    index writes its entries with it too.
     Anything else (a subclass, a key that is not a str, NaN, a cycle) goes to ``json.dumps``
     whole, which says what it says of it.
     """

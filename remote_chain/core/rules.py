@@ -107,7 +107,7 @@ LIMITS: tuple[Limit, ...] = (
         Counter.RETRIES, "counts_retry", "max_retries", Action.EXIT_ERROR,
         "max_retries ({bound}) exceeded",
     ),
-    # Issue 9 class 6: accounting off or down for long, a runner failing at once would loop
+    # Accounting off or down for long, a runner failing at once would loop
     # with no retry spent; only links whose predecessor NO source knew count, in a row.
     Limit(
         Counter.UNKNOWN_LINKS, "counts_unknown", "max_unknown_links", Action.EXIT_ERROR,

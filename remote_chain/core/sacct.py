@@ -20,14 +20,14 @@ SACCT_FIELDS = ("JobIDRaw", "State", "ElapsedRaw", "ExitCode", "Reason", "Start"
 # %Z, the working directory (our --chdir, <workdir>/<run_id>/<cluster>/<benchmark>), tells apart
 # the chains of one run on two profiles of one Slurm cluster, which share a job name. %S and %M
 # (start, time used) are what sacct's Start and ElapsedRaw say of a queued or running job, so
-# status asks slurmdbd only of the jobs squeue no longer shows (issue 13, P9). The job name
+# status asks slurmdbd only of the jobs squeue no longer shows. The job name
 # stays last: the parser and status.bash's awk read it as everything after the sixth "|".
 SQUEUE_FORMAT = "%i|%T|%r|%S|%M|%Z|%j"
 # squeue's and sacct's environment variables that filter or reshape what they print: a login
 # shell's rc file may export them (SQUEUE_STATES=RUNNING, a partition, SLURM_TIME_FORMAT=
 # relative), and every query of ours runs without them, in the job (prologue.bash, where
 # sbatch --export=ALL handed them over) and in every client exec (wire.bash's rc_query): a
-# pending successor or a running lease owner hidden from squeue reads as gone (issue 14).
+# pending successor or a running lease owner hidden from squeue reads as gone.
 SLURM_QUERY_ENV_DROP = (
     "SQUEUE_ACCOUNT",
     "SQUEUE_LICENSES",
@@ -40,13 +40,13 @@ SLURM_QUERY_ENV_DROP = (
 )
 # Bytes of one comma-joined job-id or job-name list in a remote command line. Linux caps one
 # argument at MAX_ARG_STRLEN, 128 KiB; half of it leaves room for the rest of the line under
-# ARG_MAX (2 MiB or more on Linux) however many chunks a poll needs (issue 13, P7).
+# ARG_MAX (2 MiB or more on Linux) however many chunks a poll needs.
 MAX_LIST_ARG_BYTES = 64 * 1024
 
 # --- The prologue's command lines (substituted into prologue.bash; nowhere else spelled) ----
 # The predecessor lookup: every run of a requeued job (--duplicates: each run's walltime is
 # counted, so a requeue never grants a fresh budget), with the job's name and folder so that a
-# recycled job id belonging to an older or another chain is never taken for ours (issue 9).
+# recycled job id belonging to an older or another chain is never taken for ours.
 PROLOGUE_SACCT_FIELDS = ("JobIDRaw", "State", "ElapsedRaw", "JobName", "WorkDir")
 PROLOGUE_SACCT_ARGS = "-X --duplicates --parsable2 --noheader --format=" + ",".join(
     PROLOGUE_SACCT_FIELDS
@@ -75,7 +75,7 @@ def parse_state(text: str) -> tuple[SlurmState, int | None]:
 
 def _is_job_id(text: str) -> bool:
     """``JOB_ID_RE.match(text)``: plain ASCII digits, its commonest match, without the regex
-    (a third of its cost, 10,000 lines a poll: issue 13, P7); anything else is its to judge."""
+    (a poll parses a line per job); anything else is its to judge."""
     return (text.isdigit() and text.isascii()) or JOB_ID_RE.match(text) is not None
 
 
@@ -145,7 +145,7 @@ def parse_time_used(text: str) -> int | None:
     return ((days * 24 + hours) * 60 + minutes) * 60 + secs
 
 
-@functools.lru_cache(maxsize=256)  # a handful of states, 10,000 lines a poll (issue 13, P7)
+@functools.lru_cache(maxsize=256)  # a handful of states, a line per job a poll
 def _queued_state(text: str) -> tuple[SlurmState, bool]:
     """squeue's %T parsed, and whether the job has not started (its %S is then no start)."""
     state = SlurmState.parse(text)

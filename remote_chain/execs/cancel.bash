@@ -1,4 +1,4 @@
-# The single remote exec of `cancel` (see actions.py). Not standalone: actions.py prepends the
+# The single remote exec of `cancel` (see cancel.py). Not standalone: cancel.py prepends the
 # RC_* variables. Order matters: the marker first (every later prologue honours it), then
 # pending jobs (so none of them can start when a running link dies), then running ones, and
 # the queue is re-read until nothing of the chain is left (bounded).
@@ -9,9 +9,9 @@ __GUARD__
 umask 077
 [[ -d $RC_RUN_DIR || -L $RC_RUN_DIR ]] || { rc_emit NORUN; rc_emit DONE; exit 0; }
 rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR"
-# Issue 9 class 4: a cancelled chain's mode-600 secrets file goes once no link of it is left
-# (a running link has its secrets in its runner's environment already; a queued one would
-# start without them, but the marker stops it first). Never through a symlink.
+# A cancelled chain's mode-600 secrets file goes once no link of it is left (a running link
+# has its secrets in its runner's environment already; a queued one would start without them,
+# but the marker stops it first). Never through a symlink.
 rc_drop_secrets() {
   local bench f
   for bench in "${benches[@]}"; do
@@ -21,8 +21,7 @@ rc_drop_secrets() {
 }
 names=() benches=()
 if (( ${#RC_BENCHES[@]} == 0 )); then  # no benchmark named: every chain of the run
-  # Parameter expansions, not basename/dirname: two processes per chain cost 10,000 chains
-  # 30 s of the exec (issue 13, P7).
+  # Parameter expansions, not basename/dirname: no two processes per chain.
   for job in "$RC_RUN_DIR"/*/__JOB__; do [[ -e $job ]] && { job=${job%/__JOB__}; RC_BENCHES+=("${job##*/}"); }; done
   rc_emit BENCHES "${RC_BENCHES[*]}"
 fi
@@ -31,7 +30,7 @@ for bench in "${RC_BENCHES[@]}"; do
   b="$RC_RUN_DIR/$bench"
   if [[ ! -d $b ]]; then rc_emit NOBENCH "$bench"; continue; fi
   # noclobber creates the marker with O_EXCL: an existing one (ours, guarded above) stays, and
-  # a symlink planted since is refused, never written through (issue 14.1).
+  # a symlink planted since is refused, never written through.
   if [[ ! -f $b/__CANCEL__ || -L $b/__CANCEL__ ]] && ! (set -C; : > "$b/__CANCEL__") 2>/dev/null; then
     rc_emit NOMARK "$bench"
   fi

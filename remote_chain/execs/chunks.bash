@@ -1,8 +1,8 @@
 # rc_chunks: comma-joined lists, each small enough to be one argument of a command line.
 # Linux refuses an exec whose single argument exceeds MAX_ARG_STRLEN (128 KiB, "Argument list
-# too long"), and the names of 10,000 chains are ~330 KB (issue 13, P7): a job-id or job-name
-# list is cut into chunks of at most __CHUNK__ bytes, one call of the tool each. Prepended to
-# the status and cancel scripts (snapshot.py, actions.py).
+# too long"), and a big run's names exceed it: a job-id or job-name list is cut into chunks of
+# at most __CHUNK__ bytes, one call of the tool each. Prepended to the status and cancel
+# scripts (status.py, cancel.py).
 rc_chunks() {  # items... -> the array rc_chunk_list
   rc_chunk_list=()
   local item cur=""

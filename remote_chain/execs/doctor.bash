@@ -1,4 +1,4 @@
-# The single remote exec of `doctor` (see actions.py and doctor.py): each check is a record
+# The single remote exec of `doctor` (see doctor.py): each check is a record
 # CHECK name ok|fail detail; each raw fact for the client to parse is a record
 # FACT name exit-status output (wire.py), so every interpretation stays in Python.
 __WIRE__
@@ -10,7 +10,7 @@ rc_check login ok "$(id -un) on $(hostname)"
 rc_fact login_shell 0 "$(getent passwd "$(id -un)" 2>/dev/null | cut -d: -f7)"
 if [[ $RC_EXECUTOR == slurm ]]; then
   # type -P: the file on PATH that `command sbatch` runs; a function or alias of that name in
-  # the login files is not Slurm (issue 14: functions must not stand in for Slurm).
+  # the login files is not Slurm, and must not stand in for it.
   for cmd in sbatch sacct squeue scancel scontrol; do
     if p=$(type -P "$cmd"); then rc_check "command:$cmd" ok "$p"; else rc_check "command:$cmd" fail "not on PATH"; fi
   done

@@ -1,5 +1,5 @@
-# rc_guard: the one ownership check of every folder and file remote-chain trusts (issue 14.1).
-# Shared by the client's remote scripts through __GUARD__ (_template.py); written to stand
+# rc_guard: the one ownership check of every folder and file remote-chain trusts.
+# Shared by the client's remote scripts through __GUARD__ (execs/templates.py); written to stand
 # alone, so a job's prologue can include it too. Needs bash and GNU stat (grep only speeds it up).
 #
 # rc_guard PATH...: each PATH that exists must be a folder or a regular file -- never a
@@ -7,13 +7,13 @@
 # others. Otherwise the reason, naming the path and its owner, goes to stderr and the script
 # exits with __UNSAFE_EXIT__, which the client reports as an error (never as "existing" or as
 # a state). Missing paths are skipped: the caller decides what a missing file means. One stat
-# for all paths (status guards 200 chains without 200 forks); `command` so that a shell
+# for all paths (status guards a run's chains without a fork per chain); `command` so that a shell
 # function or alias of the user's login files cannot answer for stat.
-# The paths go to stat through xargs, NUL-separated, so no command line exceeds ARG_MAX: the
-# 13 paths of each of 10,000 chains are ~13 MB, and an exec that big fails ("Argument list too
-# long") (issue 13, P7). The lines of plainly safe paths (our uid; %f, the raw mode in hex, a
-# folder 4xxx or a file 8xxx with neither 0x10, group write, nor 0x2, other write) are dropped
-# by one grep, so bash reads only the others: bash reads a pipe a byte per read(2). If stat
+# The paths go to stat through xargs, NUL-separated, so no command line exceeds ARG_MAX: a big
+# run's paths would not fit in one exec ("Argument list too long"). The lines of plainly safe
+# paths (our uid; %f, the raw mode in hex, a folder 4xxx or a file 8xxx with neither 0x10,
+# group write, nor 0x2, other write) are dropped by one grep, so bash reads only the others:
+# bash reads a pipe a byte per read(2). If stat
 # could not run (xargs: 126, 127; 123 is a missing path), every path is refused; if grep
 # cannot (status 2 or more), every line is judged: the filter only skips lines the loop passes.
 rc_guard() {
@@ -27,7 +27,7 @@ rc_guard() {
   fi
   if (( $# <= 16 )); then
     # A few paths (a run's four, a chain's): one stat, without xargs and the pipe to it, two
-    # processes fewer (~2 ms of every status exec). No command line nears ARG_MAX: 16
+    # processes fewer on every status exec. No command line nears ARG_MAX: 16
     # paths of PATH_MAX are 64 KiB. stat's 1 (a path missing or not reachable) is xargs's 123.
     lines=$(command stat -c '%u %f %n' -- "$@" 2>/dev/null; ran=$?
       echo "rc_stat=$(( ran == 1 ? 123 : ran ))")
@@ -49,7 +49,7 @@ rc_guard() {
       why="is writable by group or others (mode $(printf '%o' $(( 16#$raw & 8#7777 ))), owned by @U): anyone who can write it can run code as you"
     fi
     if [[ -n $why ]]; then
-      # The owner's name only for the path refused: a name per path cost 0.03 s per 1,000 chains.
+      # The owner's name only for the path refused: no user lookup per path.
       user=$(rc_stat %U "$path"); rc_unsafe "$path ${why//@U/"${user:-uid $uid}"}"
     fi
   done <<< "$lines"
@@ -57,10 +57,10 @@ rc_guard() {
 # rc_guard_bench DIR...: each benchmark folder and every file in it that remote-chain trusts
 # (job.sh, the state, lease, secrets and marker files, the log folder), in one rc_guard.
 # shellcheck disable=SC2317  # unused where the caller adds paths (the prologue): rc_bench_paths
-# Many folders (status of 1,000 chains: 13,000 paths, most of them absent, 0.13 s of stat) go
-# through one find instead: it lists only the trusted files that exist and are not plainly
-# safe (not ours, writable by group or others, neither file nor folder), and rc_guard judges
-# just those (issue 13, P7). If find cannot run, every path is refused, as rc_guard does.
+# Many folders (a chain has a dozen trusted paths, most of them absent) go through one find
+# instead: it lists only the trusted files that exist and are not plainly safe (not ours,
+# writable by group or others, neither file nor folder), and rc_guard judges just those.
+# If find cannot run, every path is refused, as rc_guard does.
 rc_guard_bench() {
   if (( $# <= 8 )); then rc_bench_paths "$@"; rc_guard "${RC_GUARD_PATHS[@]}"; return; fi
   local names=() f suspects=() path ran

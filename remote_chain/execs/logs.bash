@@ -1,4 +1,4 @@
-# The single remote exec of `logs` (see actions.py): which job's log, then its bytes from an
+# The single remote exec of `logs` (see logs.py): which job's log, then its bytes from an
 # offset (so --follow re-reads only what is new).
 __WIRE__
 __GUARD__

@@ -1,4 +1,4 @@
-# The single acting exec of `resume` (see actions.py, resumecaps.py): for each chain the client
+# The single acting exec of `resume` (see resume.py): for each chain the client
 # judged resumable (failed, stopped or broken) and whose caps it checked, unless something of
 # the chain is still queued or its state files changed since the client read them: count the
 # walltime not yet counted, write the new caps into job.sh (atomically, mode kept), then queue
@@ -10,7 +10,7 @@ __GUARD__
 umask 077
 # The job.sh resubmitted here runs as the user, and the record, job.sh and state files are
 # rewritten: all of them, their folders and the run's folders must be the user's own and
-# writable by nobody else (issue 14.1).
+# writable by nobody else.
 rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR" "$RC_RUN_DIR/__RECORD__"
 rc_guard_bench "${RC_BENCHES[@]/#/$RC_RUN_DIR/}"
 rc_fail() { rc_emit FAILED "$1" "$2"; }
@@ -38,8 +38,9 @@ for i in "${!RC_BENCHES[@]}"; do
   live=$(rc_query squeue --noheader --me --format='%i %Z' --name="$RC_RUN_ID:$bench" 2>&1) || { rc_fail "$bench" "$live"; continue; }
   live=$(printf '%s\n' "$live" | awk -v d="$b" '$2 == d {print $1}')  # not a twin chain's
   if [[ -n $live ]]; then rc_emit LIVE "$bench" "${live//$'\n'/ }"; continue; fi
-  # A chain submitted with secrets whose file went when it ended (issue 9 class 4): queued
-  # again it would run without them and spend its links failing. Refused, nothing written.
+  # A chain submitted with secrets whose file went when it ended (cancel and the prologue
+  # remove it once no link is left): queued again it would run without them and spend its
+  # links failing. Refused, nothing written.
   if grep -q -x 'RC_SECRETS=1' "$b/__JOB__" && [[ ! -f $b/__SECRETS__ ]]; then
     rc_emit NOSECRETS "$bench"; continue
   fi
@@ -53,7 +54,7 @@ for i in "${!RC_BENCHES[@]}"; do
     [[ ${RC_CAP_RETRIES[$i]} == keep ]] || err=$(rc_set_cap "$b/__JOB__" RC_MAX_RETRIES "${RC_CAP_RETRIES[$i]}" 2>&1) || { rc_fail "$bench" "cannot write the cap into __JOB__: $err"; continue; }
     rc_write "$b/__WALLTIME__" "${RC_NEW_WALLTIME[$i]}" || { rc_fail "$bench" "cannot write __WALLTIME__"; continue; }
     rc_write "$b/__RETRIES__" "${RC_NEW_RETRIES[$i]}" || { rc_fail "$bench" "cannot write __RETRIES__"; continue; }
-    # A chain stopped on the unknown-links cap starts again from 0 (issue 9 class 6).
+    # A chain stopped on the unknown-links cap starts again from 0.
     if [[ -e $b/__UNKNOWN__ ]]; then
       rc_write "$b/__UNKNOWN__" 0 || { rc_fail "$bench" "cannot write __UNKNOWN__"; continue; }
     fi

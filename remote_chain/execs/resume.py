@@ -1,4 +1,4 @@
-"""PURE: ``resume`` that keeps the caps (issue 9, class 7).
+"""PURE: ``resume`` that keeps the caps.
 
 A resumed chain starts with no predecessor (the spec's FIRST row), so nothing of the links
 before it would be counted by the engine. The client therefore, before it queues anything:
@@ -13,15 +13,15 @@ before it would be counted by the engine. The client therefore, before it queues
   used, and a ``failed`` resumable chain unless ``--max-retries N`` (N above the retries
   used) or ``--reset-retries`` grants retries; a cap the walltime already reached is refused
   too (the resumed job would stop at once);
-- resumes a ``failed`` chain that stopped on the consecutive-unknown-links cap (issue 9 class
-  6: accounting off or down, no retry spent) without a grant, and resets its counter
+- resumes a ``failed`` chain that stopped on the consecutive-unknown-links cap (accounting
+  off or down, no retry spent) without a grant, and resets its counter
   (``.remote_chain_unknown_links``) to 0 with the other writes;
 - writes the new caps into the chain's ``job.sh`` (the ``RC_MAX_WALLTIME=``/``RC_MAX_RETRIES=``
   constants) and into the run's record, under ``resumes``.
 
-The remote side is two execs: a read (``render_facts_script``) and the act (``actions``'s
-resume script), which re-checks that nothing is queued and that the state files are what the
-client read before it writes anything.
+The remote side is two execs: a read (``render_facts_script``) and the act
+(``render_resume_script``), which re-checks that nothing is queued and that the state files
+are what the client read before it writes anything.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class ChainFacts:
     events: str = ""
     walltime: str = ""  # the files' text as read, blanks removed ("" when missing)
     retries: str = ""
-    unknown: str = ""  # consecutive links whose predecessor no source knew (issue 9 class 6)
+    unknown: str = ""  # consecutive links whose predecessor no source knew
     max_unknown_links: int | None = None  # None: a job.sh from before the cap
 
 
@@ -349,7 +349,7 @@ class ResumeAnswer:
 def render_resume_script(
     run_id: str, run_dir: str, benchmarks: Sequence[str], *, steps: Sequence[str] = ()
 ) -> str:
-    """``steps``: the per-benchmark writes (``resumecaps.act_head``); none: queue job.sh only."""
+    """``steps``: the per-benchmark writes (``act_head``); none: queue job.sh only."""
     head = [
         f"RC_RUN_ID={shlex.quote(run_id)}",
         f"RC_RUN_DIR={shlex.quote(run_dir)}",

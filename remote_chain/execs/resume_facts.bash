@@ -1,9 +1,9 @@
-# The read exec of `resume` (see resumecaps.py): per benchmark, the caps in its job.sh, its
+# The read exec of `resume` (see resume.py): per benchmark, the caps in its job.sh, its
 # state files, and every accounting row (`sacct --duplicates`: each run of a requeued job) of
-# the jobs its chain file names. Read only; the decision is the client's (resumecaps.plan).
+# the jobs its chain file names. Read only; the decision is the client's (resume.plan_resume).
 __WIRE__
 __GUARD__
-# Nothing of the run is read before it is known to be the user's own (issue 14.1).
+# Nothing of the run is read before it is known to be the user's own.
 rc_guard "${RC_RUN_DIR%/*}" "$RC_RUN_DIR" "$RC_RUN_DIR/__RECORD__" "$RC_RUN_DIR/__SINCE__"
 rc_guard_bench "${RC_BENCHES[@]/#/$RC_RUN_DIR/}"
 rc_sum() { cksum < "$1" 2>/dev/null | tr ' ' '-'; }

@@ -1,25 +1,25 @@
-# The single remote exec of `status` (see snapshot.py). Not standalone: snapshot.py prepends
+# The single remote exec of `status` (see status.py). Not standalone: status.py prepends
 # the RC_* arrays and substitutes the __NAMES__.
 # The C locale for the whole exec: it reads and runs, and starts no job that would inherit it.
 # Under a UTF-8 locale (C.UTF-8 here, en_US.UTF-8 at most sites) every process it starts
-# loads the locale and every bash pattern test goes through wide characters: a 1,000-chain
-# status cost 138 ms of login-node CPU, 128 ms in C (issue 13, P7). Every awk below relies
-# on it; nothing depends on UTF-8: rc_emit judges bytes
+# loads the locale and every bash pattern test goes through wide characters, which costs
+# login-node CPU on every poll. Every awk below relies on it; nothing depends on UTF-8: rc_emit
+# judges bytes
 # ("printable ASCII" is a byte range in C), read -N and ${#x} count bytes (the inline limit
 # is one of bytes), Slurm does not translate, and sort orders the ISO start times the same.
 export LC_ALL=C
 # Its awk programs (the squeue filter, the ids' comparison) run in mawk where it is there: Debian's
-# default awk, and ~1/3 less CPU than gawk for them (a 1,000-chain exec: 141 -> 129 ms of
-# login-node CPU), where a site or scripts/setup made gawk the awk. Both are tested.
+# default awk, and lighter on CPU than gawk for them, where a site or scripts/setup made gawk
+# the awk. Both are tested.
 rc_awk=awk; command -v mawk >/dev/null 2>&1 && rc_awk=mawk
 __WIRE__
 __GUARD__
 # One status exec costs O(1) processes, not O(chains): a file is read by bash itself and
-# escaped by rc_emit with parameter expansions, so 200 chains do not fork 200 x 6 x 3 times
-# (benchmarks issue, P3). Only a file above __INLINE__ bytes (or not ASCII) takes base64.
+# escaped by rc_emit with parameter expansions, so a run's chains do not fork a few processes
+# per file each. Only a file above __INLINE__ bytes (or not ASCII) takes base64.
 # A chain is one BENCH record, its files in it as KIND STATUS CONTENT triples; a file that does
-# not exist is left out (the client reads "missing"): a held chain has one file of six, and the
-# reply of 10,000 chains shrank from ~3.5 MB to ~0.5 MB (issue 13, P7).
+# not exist is left out (the client reads "missing"): a held chain has one file of six, and its
+# record carries that one alone.
 rc_file() {  # kind path (that exists): appends the triple to rc_rec; its text in rc_text[kind]
   local content=""
   if [[ ! -r $2 ]]; then rc_rec+=("$1" unreadable ""); return 0; fi
@@ -100,7 +100,7 @@ rc_wire_buffered=1  # a record per chain: written in batches (wire.bash)
 for RC_I in "${!RC_RUN_DIRS[@]}"; do
   dir=${RC_RUN_DIRS[$RC_I]}
   if [[ ! -d $dir && ! -L $dir ]]; then rc_emit RUN "$RC_I" 0; continue; fi
-  # Nothing of a run is read before the run is known to be ours (issue 14.1).
+  # Nothing of a run is read before the run is known to be ours (the guard, rc_guard).
   rc_guard "${dir%/*}" "$dir" "$dir/__RECORD__" "$dir/__SINCE__"
   since=""; [[ -r $dir/__SINCE__ ]] && IFS= read -r -d '' -N 4096 since < "$dir/__SINCE__"
   # The run record only when the client has not what status reads from it (RC_RECORDS).
@@ -133,9 +133,9 @@ rc_sacct() {  # one SACCT record: the first non-zero exit status, every chunk's 
 # as one SQUEUE_STREAMED record (its text, then the first non-zero status of squeue, awk,
 # gzip and base64: a text cut short is never read as squeue's whole answer), and the same awk
 # leaves in ids those squeue does not show queued or running (rc_unqueued's comparison, made
-# as it reads). bash held a 1,000-chain listing's ~150 KB three times over (the substitution,
-# a copy, a printf for each of gzip and the unqueued awk): ~14 ms of a 1,000-chain exec's
-# login-node CPU (issue 13, P7). The ids come back on awk's stderr, each after "I<TAB>".
+# as it reads), so bash never holds a big listing several times over (the substitution, a copy,
+# a printf for each of gzip and the unqueued awk). The ids come back on awk's stderr, each
+# after "I<TAB>".
 rc_squeue_streamed() {
   local left s line
   rc_flush
@@ -185,19 +185,19 @@ rc_squeue() {  # one SQUEUE record, as rc_sacct; its text and status kept in rc_
   local chunk part r rc=0 out="" all IFS=/
   all=${names[*]}; IFS=$' \t\n'
   # squeue's --name is no server-side filter: slurmctld sends all of the user's jobs (--me) and
-  # squeue compares each with every name asked, O(jobs x names): 0.10 s of CPU for 1,000 names
-  # over 5,000 held jobs (~20 ns a pair), where listing them all costs 0.02 s (~4 us a job, one
-  # awk included). Past 256 names (where the two meet, whatever the number of jobs), all of the
-  # user's jobs are listed once and awk keeps those squeue itself would have kept: the lines
-  # whose job name (the last field, after %Z) equals an asked name, ignoring case as squeue's
-  # xstrcasecmp does (22.05 and 24.11), and every line that is not a job line (an error, a
-  # warning). Only for names squeue would not split or awk misread (NAME_RE plus the ":");
-  # '/' joins them here because no folder name holds one (issue 13, P7).
+  # squeue compares each with every name asked, O(jobs x names), where listing them all and
+  # filtering in one awk is O(jobs). Past 256 names (where the two costs meet, whatever the
+  # number of jobs), all of the user's jobs are listed once and awk keeps those squeue itself
+  # would have kept: the lines whose job name (the last field, after %Z) equals an asked name,
+  # ignoring case as squeue's xstrcasecmp does (22.05 and 24.11), and every line that is not a
+  # job line (an error, a warning). Only for names squeue would not split or awk misread
+  # (NAME_RE plus the ":");
+  # '/' joins them here because no folder name holds one.
   # Of those, a job in none of the runs' folders (%Z) whose id no chain file names is a twin's:
   # the same run on another profile of this Slurm cluster, which the client never counts for
   # these chains (chainstatus.derive: a chain's ids, and the jobs in its folder). Left out:
-  # ten profiles on two controllers sent every job five times, and the client parsed 50,000
-  # lines for 10,000 chains. (Without gzip, which no Debian or RHEL lacks: --name.)
+  # with many profiles on few controllers every job would come back once per profile, for the
+  # client to parse and drop. (Without gzip, which no Debian or RHEL lacks: --name.)
   if (( ${#names[@]} > 256 )) && [[ $all != *[!A-Za-z0-9._:/-]* ]] &&
     command -v "$rc_awk" >/dev/null 2>&1 && command -v gzip >/dev/null 2>&1 &&
     command -v base64 >/dev/null 2>&1; then
@@ -230,19 +230,17 @@ rc_unqueued() {  # the ids (in ids) for sacct, left in ids: those squeue did not
     return 0  # awk failed: every id goes to sacct
   ids=(); [[ -z $left ]] || { rc_lines "$left"$'\n'; ids=("${rc_line_list[@]}"); }
 }
-rc_emit_answer() {  # TAG STATUS TEXT: a long answer (1,000 jobs' lines are ~130 KB) gzipped
+rc_emit_answer() {  # TAG STATUS TEXT: a long answer (over 4 KiB) gzipped
   if (( ${#3} > 4096 )); then rc_emit_gz "$1" "$2" <(printf '%s' "$3"); else rc_emit "$@"; fi
 }
 if [[ $RC_EXECUTOR == slurm ]]; then
-  # squeue (slurmctld, ~10 ms) first, then sacct (slurmdbd) only for the jobs squeue no longer
+  # squeue (slurmctld's memory) first, then sacct (slurmdbd) only for the jobs squeue no longer
   # shows queued or running: squeue speaks for those (state, reason, start, time used), so a
   # poll asks slurmdbd, which a site shares between all its users, only of the links that have
   # ended, and not at all while every job is still queued or running (held or waiting chains,
-  # a run's first links). And slurmdbd's answer is the slow one: 22.05's
-  # sacct waits ~90 ms on its own Nagle/delayed-ACK stalls, 24.11's ~5 ms (issue 13, P9). A
-  # job's final record is asked once: later polls send its id in RC_FINAL_IDS, so a run whose
-  # ended chains are all known asks no sacct either (P3: a 200-chain run with 30 ended ones
-  # paid squeue, then sacct, on every poll).
+  # a run's first links). And slurmdbd's answer is the slow one (22.05's sacct stalls on its
+  # own Nagle/delayed-ACK exchange). A job's final record is asked once: later polls send its
+  # id in RC_FINAL_IDS, so a run whose ended chains are all known asks no sacct either.
   rc_sq_out="" rc_sq_rc=1 rc_sq_streamed=""
   if (( ${#names[@]} )); then rc_squeue; fi
   if (( ${#ids[@]} )) && [[ -z $rc_sq_streamed ]]; then rc_unqueued; fi

@@ -3,9 +3,9 @@
 However many chains are asked for, a cluster is asked exactly once per poll: the script reads
 each chain's dot-files (through the wire codec, so nothing in them can break the framing),
 gathers every job id they name, and makes one ``squeue`` call for all of them, then one
-``sacct`` call for those squeue no longer shows, none when it shows them all (benchmarks issue,
-P5: controller load; issue 13: slurmdbd spared by polls of live chains); a job whose final
-record an earlier poll read (``Target.final``, kept in the local index) is not asked again.
+``sacct`` call for those squeue no longer shows, none when it shows them all (slurmctld's load
+stays flat, and polls of live chains spare slurmdbd); a job whose final record an earlier poll
+read (``Target.final``, kept in the local index) is not asked again.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Snapshot:
     @functools.cached_property
     def queued_by_dir(self) -> dict[str, list[JobId]]:
         """squeue's jobs by working directory, in squeue's order: each chain looks its own up
-        at once, where a scan per chain cost 10,000 chains ~1 s per poll (issue 13, P7)."""
+        at once, not by a scan of every job per chain."""
         out: dict[str, list[JobId]] = {}
         for job_id, queued in self.squeue.items():
             out.setdefault(queued.workdir, []).append(job_id)
@@ -138,7 +138,7 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
         kind, size = parts[0], len(parts)
         if size < 2 or (kind in {"RUN", "BENCH", "FILE"} and not parts[1].isdigit()):
             continue
-        # BENCH first: all but a few of a poll's records, one a chain (issue 13, P7).
+        # BENCH first: all but a few of a poll's records, one a chain.
         if kind == "BENCH" and size >= 4 and size % 3 == 1:
             # BENCH i bench marker, then KIND STATUS CONTENT for each file that exists.
             if size == 7:  # a held or queued chain: its first-job file alone
@@ -175,7 +175,7 @@ def parse_status_output(text: str, targets: Sequence[Target]) -> Snapshot:
         run = runs.get(i, _Run())
         # A file the script left out does not exist (status.bash sends only those that do):
         # it is absent from ``files`` (ChainFiles.file). Filling in the five a held chain
-        # lacks cost 10,000 chains a dict each, and derive a look at each (issue 13, P7).
+        # lacks would cost a dict per chain, and derive a look at each.
         run_id, run_dir = target.run_id, target.run_dir
         chains = tuple(
             [

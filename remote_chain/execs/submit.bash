@@ -1,4 +1,4 @@
-# The single remote exec of `submit` (see bundle.py). Not standalone: bundle.py prepends the
+# The single remote exec of `submit` (see submit.py). Not standalone: submit.py prepends the
 # RC_* variables and substitutes the __NAMES__.
 __WIRE__
 rc_fail() { rc_emit ERROR "$1"; exit 0; }
@@ -40,8 +40,8 @@ __PAYLOAD__
 __RC_PAYLOAD_END__
 ) || rc_fail "unpacking the run files failed: $err"
 # Job ids and errors are kept in bash itself, not re-read with awk/tr/cut per benchmark: a
-# submit forks a handful of processes plus one sbatch per benchmark (benchmarks issue, P1/P2:
-# the login node's CPU per submit).
+# submit forks a handful of processes plus one sbatch per benchmark, sparing the login node's
+# CPU.
 declare -A rc_ids=() rc_errs=()
 rc_start_one() {  # bench: leaves what the scheduler said in $bench/__SBATCH_OUT__
   local bench=$1
@@ -76,18 +76,18 @@ rc_collect_one() {
 rc_dirs=()
 for bench in "${RC_BENCHMARKS[@]}"; do rc_dirs+=("$bench/__LOGS__" "$bench/__ARTIFACTS__"); done
 mkdir -p -- "${rc_dirs[@]}"
-# The sbatch calls are independent: up to 8 at once (each is one RPC to slurmctld and takes
-# 0.05-0.5 s on a busy cluster; a run of many benchmarks should not pay them in series).
+# The sbatch calls are independent: up to 8 at once (each is one RPC to slurmctld, slow on a
+# busy cluster; a run of many benchmarks should not pay them in series).
 rc_running=0
 for bench in "${RC_BENCHMARKS[@]}"; do
   rc_start_one "$bench" &
   if (( ++rc_running >= 8 )); then wait -n; rc_running=$((rc_running - 1)); fi
 done
 wait
-# The user's job limits from slurmctld's own cache (one RPC, ~5 ms: sacctmgr asks slurmdbd and
-# costs ~0.2 s each) and the jobs queued now, this run's first jobs included, so the client
-# can warn when the run cannot fit (limits.py). Both start here, once every sbatch is done,
-# and are read at the end: they overlap the job ids' check and the record (~10 ms).
+# The user's job limits from slurmctld's own cache (one RPC, where sacctmgr would ask slurmdbd)
+# and the jobs queued now, this run's first jobs included, so the client can warn when the run
+# cannot fit (limits.py). Both start here, once every sbatch is done, and are read at the end:
+# they overlap the job ids' check and the record.
 if [[ $RC_EXECUTOR == slurm ]]; then
   rc_user=$(id -un)
   exec {rc_assoc}< <(timeout 5 scontrol -o show assoc_mgr users="$rc_user" flags=assoc,qos 2>/dev/null)
@@ -95,7 +95,7 @@ if [[ $RC_EXECUTOR == slurm ]]; then
 fi
 for bench in "${RC_BENCHMARKS[@]}"; do rc_collect_one "$bench"; done
 # A job id is reported only once Slurm itself shows it under the chain's name: an sbatch that
-# is a shell function of the login files (`sbatch(){ echo 31337; }`) queued nothing (14.4).
+# is a shell function of the login files (`sbatch(){ echo 31337; }`) queued nothing.
 # squeue first (it keeps finished jobs for MinJobAge), then sacct for what it no longer shows.
 if [[ $RC_EXECUTOR != shell && ${#rc_ids[@]} -gt 0 ]]; then
   declare -A rc_seen=()

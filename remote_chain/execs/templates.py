@@ -1,6 +1,6 @@
-"""PURE: the bash templates shipped in ``remote_chain/templates/`` and their one substitution map.
+"""PURE: the bash templates beside the execs and the job, and their one substitution map.
 
-Every ``__NAME__`` a template uses comes from ``template_subs`` (issue 12 point 1): the run
+Every ``__NAME__`` a template uses comes from ``template_subs`` (one home per name): the run
 folder's names and event kinds (layout.py), the decision vocabulary (models.py), the Slurm
 command lines (sacct.py) and the few tunables of the execs. Only data that differs per render
 (the submit's payload) is passed by the caller.
@@ -40,8 +40,7 @@ PER_RENDER = frozenset({"__PAYLOAD__"})
 PLACEHOLDER = re.compile(r"__[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*__")
 
 # The execs' tunables, here rather than in the modules that render the execs: only templates
-# read them, and a status would otherwise import bundle, script, chain and actions for three
-# numbers (~10 ms of a cold command, issue 13 P9).
+# read them, through the substitution map below.
 CANCEL_ROUNDS = 30  # seconds the cancel exec keeps re-reading the queue at most
 # How long a submit that finds the run folder already there waits for the other submit's
 # record (a concurrent submit of the same --run-id may still be running sbatch).
@@ -50,9 +49,9 @@ CHAIN_WARNING = "Chain will NOT continue on failure"  # the prologue's line when
 # The status exec's chain files (layout.CHAIN_FILES): above MAX_FILE_BYTES one is "toolarge"
 # (a chain's events file is a few KiB; more means something is wrong). Up to INLINE_FILE_BYTES
 # bash reads it itself and sends it escaped (wire.py), with no process per file; bigger ones
-# take base64. A status poll of 200 chains stays one exec and a few processes, instead of ~4
-# forks per file (benchmarks issue, P3: 200 chains ~ 1 chain). Here, not in snapshot.py: every
-# template's substitution map needs them, and a submit would import the status exec's parser.
+# take base64. A status poll of many chains stays one exec and a few processes, instead of a
+# few forks per file. Here, not in status.py: every template's substitution map needs them,
+# and status.py imports this module.
 MAX_FILE_BYTES = 1 << 20
 INLINE_FILE_BYTES = 64 * 1024
 
@@ -116,7 +115,7 @@ def template_subs() -> Mapping[str, str]:
             **{f"__EV_{k.name}__": k.value for k in layout.EventKind},
         },
         {
-            # The decision vocabulary (models.py, chain.py's table).
+            # The decision vocabulary (models.py, rules.py's table).
             "__END_KINDS__": _case_words(EndRecord),
             **{f"__END_{e.name}__": e.value for e in EndRecord},
             **{f"__{a.name}__": a.value for a in Action},

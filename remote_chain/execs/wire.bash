@@ -1,12 +1,12 @@
-# rc_emit: the one wire codec of everything a client script prints back (remote_chain/wire.py
-# decodes it). Included by every client script through __WIRE__ (_template.py).
+# rc_emit: the one wire codec of everything a client script prints back (protocol/wire.py
+# decodes it). Included by every client script through __WIRE__ (execs/templates.py).
 #
 # A record is one line: TAG, then each field after a tab. A field of printable ASCII, tabs and
 # newlines is sent as it is with \ -> \\, tab -> \t, newline -> \n (bash alone, no process: a
-# status of 10,000 chains emits ~60,000 fields). Any other byte (non-ASCII, control
+# status emits several fields per chain). Any other byte (non-ASCII, control
 # characters, invalid UTF-8) sends the field as \b and its base64, so every byte survives a
 # transport that decodes UTF-8, and bash never has to judge an encoding. So does a field above
-# 64 KiB: bash's substitutions take ~0.1 s per MB of sacct lines, base64 ~0.01 s (P7).
+# 64 KiB: bash's substitutions over a big field cost far more than one base64 process.
 # (The range " -~" is ASCII's printable characters: bash >= 5.0 matches ranges by code point,
 # globasciiranges.)
 rc_wire_bs='\' rc_wire_tab=$'\t' rc_wire_nl=$'\n' rc_wire_odd=$'*[!\t\n -~]*'
@@ -28,9 +28,8 @@ rc_wire_line() {  # TAG FIELD...: the record, field by field, in $rc_wire
 }
 # Buffering: a script that emits many small records sets rc_wire_buffered=1 (status: one record
 # per chain) and calls rc_flush before it runs anything else or ends. Records are then written
-# 256 at a time, so sshd sends a few big packets: one write per record was one SSH packet per
-# chain, ~950 for 1,000 chains, each decrypted by the client in the event loop (0.065 s of its
-# CPU per 1,000 chains, 0.64 s per poll of 10,000) (issue 13, P7). A subshell must not inherit
+# 256 at a time, so sshd sends a few big packets: one write per record would be one SSH packet
+# per chain, each decrypted by the client in its event loop. A subshell must not inherit
 # a full buffer (it would write it again): flush and clear rc_wire_buffered before one.
 rc_wire_out=()
 rc_flush() {
@@ -46,7 +45,7 @@ rc_put() {  # LINE: one record line, written or buffered
 }
 # rc_emit TAG FIELD...: one record. The common case, every field short printable ASCII, is
 # judged once for the whole record and escaped in one expansion over all fields: a status
-# poll calls this ~6 times per chain.
+# poll calls this several times per chain.
 rc_emit() {
   local IFS=' ' all
   all=$*
@@ -70,8 +69,8 @@ rc_emit_file() {
 }
 # rc_emit_gz TAG FIELD... PATH: rc_emit_file, the last field sent as \z and the base64 of
 # PATH's bytes gzipped. For what is big and repetitive: a status poll's run record (every
-# chain's folder and job name, ~240 KB per 1,000 chains), its sacct and squeue lines; gzip
-# makes them ~1/10 (issue 13, P7). A regular file of 4 KiB or less, or where gzip is missing,
+# chain's folder and job name), its sacct and squeue lines, which gzip shrinks several times
+# over. A regular file of 4 KiB or less, or where gzip is missing,
 # goes as rc_emit_file (no gzip process for a 1-chain poll); a pipe is never peeked at.
 rc_emit_gz() {
   local head=""
@@ -86,5 +85,5 @@ rc_emit_gz() {
 # rc_query COMMAND ARG...: one of our own Slurm queries (squeue, sacct), run without the
 # variables that filter or reshape what it prints (sacct.py's SLURM_QUERY_ENV_DROP): a login
 # shell's rc file may export SQUEUE_STATES=RUNNING, and a pending chain would read as gone.
-# `command env` execs the binary, never a shell function or alias of that name (issue 14).
+# `command env` execs the binary, never a shell function or alias of that name.
 rc_query() { command env __SLURM_ENV_DROP__ "$@"; }

@@ -1,7 +1,7 @@
 # The chain prologue (resumable-runs.md, "How it works"). Not a standalone script: script.py
 # substitutes the __NAMES__ (file names, actions, outcomes, Slurm command lines) and prepends the
-# constants and the generated rc_outcome/rc_decide (chain.py's tables): this file is only the
-# I/O around rc_decide (issue 12 point 3).
+# constants and the generated rc_outcome/rc_decide (core/rules.py's tables): this file is only
+# the I/O around rc_decide.
 RC_SELF="$RC_DIR/__JOB__"
 # Under the shell executor (no Slurm) the job id is the detached wrapper's pid.
 RC_JOB_ID=${SLURM_JOB_ID:-${RC_SHELL_JOB_ID:-$$}}
@@ -10,7 +10,7 @@ RC_UID=$(id -u)
 # match a job from before the run.
 RC_SACCT_START=$(head -c 40 "$RC_DIR/../__SINCE__" 2>/dev/null) || RC_SACCT_START=""
 [[ $RC_SACCT_START =~ ^[0-9T:-]+$ ]] || RC_SACCT_START=now-30days
-# Our own files are never group/other writable (issue 14: the prologue refuses such files).
+# Our own files are never group/other writable (the prologue refuses such files).
 umask go-w
 RC_PHASE=prologue  # prologue | runner: what an exit means for the successor
 RC_SUCC=""         # the successor this run may withdraw (queued by it, or pending from before)
@@ -29,8 +29,8 @@ rc_event() { printf '%s %s %s\n' "$(date +%s)" "$RC_JOB_ID" "$*" 2>/dev/null >> 
 # the rename replaces a symlink planted there, it never writes through it.
 rc_write() { printf '%s\n' "$2" 2>/dev/null > "$1.tmp.$$" && mv -f -- "$1.tmp.$$" "$1"; }
 
-# Issue 9 class 8: a link that cannot record its decision stops, its successor withdrawn (by the
-# EXIT trap), and says why: never a link whose counters cannot advance and so loops forever.
+# A link that cannot record its decision stops, its successor withdrawn (by the EXIT trap),
+# and says why: never a link whose counters cannot advance and so loops forever.
 rc_cannot_record() {
   rc_log "cannot write $1 (disk full or over quota?): the chain stops here, its successor withdrawn; free space, then remote-chain resume"
   rm -f -- "$1.tmp.$$" 2>/dev/null
@@ -77,19 +77,19 @@ rc_read_chain() {
   done <<< "${content%$'\n'}"
 }
 
-# Issue 14: the folder and every file the prologue trusts (job.sh, the state, lease and secrets
+# The folder and every file the prologue trusts (job.sh, the state, lease and secrets
 # files, the cluster folder and its window file) are the user's own and not writable by group
 # or others, and none is a symlink (refused, never written through). guard.bash's check, the
 # one the client's scripts run: it exits 77 before the EXIT trap is set, so nothing is written
-# and no successor is queued. One stat for every path (P4).
+# and no successor is queued. One stat for every path, not one per path.
 __GUARD__
 rc_check_trust() {
   rc_bench_paths "$PWD"
   rc_guard "${RC_GUARD_PATHS[@]}" "$RC_SELF" "$RC_DIR/.." "$RC_DIR/../__SINCE__"
 }
 
-# A bounded Slurm query: `command` so no shell function or alias stands in for it (issue 14),
-# `timeout` so a wedged slurmctld/slurmdbd cannot hold the allocation (issue 9 class 5).
+# A bounded Slurm query: `command` so no shell function or alias stands in for it,
+# `timeout` so a wedged slurmctld/slurmdbd cannot hold the allocation.
 # squeue's filters from the environment sbatch handed the job (--export=ALL: a user's rc file
 # with SQUEUE_STATES=RUNNING, a partition, ...) would hide the jobs these queries look for: a
 # pending successor (a second one queued) or a running lease owner (its lease broken, two
@@ -136,8 +136,8 @@ rc_lookup() {
     if (( ! asked )); then asked=1; rc_bound "$deadline"; rc_lookup_ctld "$pred"; fi
     if (( SECONDS >= deadline )); then
       RC_QT=""
-      # Accounting never showed a final state: slurmctld's final state decides (issue 9
-      # class 6), then the predecessor's own end record (rc_decide), then "not visible".
+      # Accounting never showed a final state: slurmctld's final state decides, then the
+      # predecessor's own end record (rc_decide), then "not visible".
       P_STATE=$P_CTLD_STATE P_ELAPSED=$P_CTLD_ELAPSED P_BY=""
       [[ -z $P_STATE ]] || rc_log "accounting never showed job $pred; slurmctld says $P_STATE after ${P_ELAPSED}s"
       return 0
@@ -236,7 +236,7 @@ rc_withdraw_successor() {
   RC_SUCC=""
 }
 
-# --- The runner lease (issue 9 class 2): two links never run the runner at once ------------
+# --- The runner lease: two links never run the runner at once -------------------------------
 # A hard link of a file naming the owner (atomic, fails when the lease exists). Broken only
 # when squeue says the owner no longer runs, by one breaker per owner (an atomic mkdir) and by
 # an atomic rename: never rmdir-then-mkdir, so two links cannot delete each other's new lease.
@@ -311,7 +311,7 @@ rc_release_lease() {
   [[ $RC_OWNER == "$RC_JOB_ID" ]] && rm -f -- __LEASE__
 }
 
-# --- Signals (issue 9 class 3) ----------------------------------------------------------------
+# --- Signals ----------------------------------------------------------------------------------
 # `--signal=B:SIG@N` reaches only this shell: forward it, once, to the runner's process group.
 # At the time limit or a preemption Slurm signals every process of the job itself (this job is
 # then COMPLETING): that TERM is not forwarded again.
@@ -358,8 +358,8 @@ rc_timer() {
     </dev/null >/dev/null 2>&1 &
 }
 
-# The runner, in its own process group, with the secrets in ITS environment only (issue 9
-# class 4: never in the environment of sbatch, so never in slurmctld's saved job state).
+# The runner, in its own process group, with the secrets in ITS environment only (never in
+# the environment of sbatch, so never in slurmctld's saved job state).
 rc_start_runner() {
   (
     trap - INT QUIT TERM USR1 USR2 ALRM EXIT
@@ -570,7 +570,7 @@ rc_run() {
   rc_event "__EV_END__ $kind $status $SECONDS${RC_SIGNAL:+ $RC_SIGNAL}" || rc_log "could not record the end of this link"
   if (( status == 0 )); then rc_withdraw_successor; rc_drop_secrets; fi
   # No successor carries a chain that is not resumable (or runs without Slurm): it ends here,
-  # failed or not, so its secrets go (issue 9 class 4).
+  # failed or not, so its secrets go.
   if (( ! RC_RESUMABLE )) || [[ $RC_EXECUTOR != slurm ]]; then rc_drop_secrets; fi
   exit "$status"
 }

@@ -1,7 +1,7 @@
 """PURE: render a benchmark's ``job.sh``: ``#SBATCH`` directives, the chain prologue, the runner.
 
 The prologue is bash (no Python on compute nodes, interface.md §3). Its decision part,
-``rc_decide``, is *generated* from chain.py's tables (``GUARDS``, ``STATE_OUTCOMES``,
+``rc_decide``, is *generated* from core/rules.py's tables (``GUARDS``, ``STATE_OUTCOMES``,
 ``END_OUTCOMES``, ``RULES``, ``LIMITS``); everything else in it is I/O (reading the dot-files,
 asking Slurm with the command lines of sacct.py, queuing the successor, running the runner).
 Every value that reaches bash is quoted with ``shlex.quote``: a runner argument like
@@ -144,7 +144,7 @@ def render_directives(spec: JobSpec) -> list[str]:
         f"#SBATCH --output={_directive_value(f'{spec.remote_dir}/{LOGS_DIR}/%j.log')}",
         # A requeued job keeps its id and log file: append, do not truncate the first run's log.
         "#SBATCH --open-mode=append",
-        # Issue 9 class 2: a requeue under the same id would race the successor it woke.
+        # A requeue under the same id would race the successor it woke.
         "#SBATCH --requeue" if d.requeue else "#SBATCH --no-requeue",
     ]
     if d.time_s is not None:
@@ -198,7 +198,7 @@ def _bash_message(template: str, counter: str, bound: str) -> str:
 
 
 def render_decide() -> str:
-    """``rc_decide``: chain.decide() in bash, generated from the same tables.
+    """``rc_decide``: rules.decide() in bash, generated from the same tables.
 
     Inputs: the ``F_<FACT>`` flags, ``pred`` (empty: first job), ``P_STATE``/``P_BY``/
     ``P_ELAPSED``/``P_END``; the counters ``walltime``/``retries``/``unknown`` are updated in
@@ -302,7 +302,7 @@ def _env_lines(spec: JobSpec) -> list[str]:
     """The user's exports: emitted before the prologue's constants, so those always win."""
     env = [f"export {name}={_q(value)}" for name, value in spec.env]
     if spec.secret_env_names:
-        # Sourced by rc_start_runner in the runner's own process only (issue 9 class 4).
+        # Sourced by rc_start_runner in the runner's own process only.
         env.append(
             f"# Secret values ({', '.join(spec.secret_env_names)}) are kept in a mode-600 file."
         )
@@ -315,7 +315,7 @@ def _runner_lines(spec: JobSpec) -> list[str]:
 
 
 def render_prologue() -> str:
-    """The prologue's functions, its names substituted in (``_template.template_subs``)."""
+    """The prologue's functions, its names substituted in (``templates.template_subs``)."""
     return render_template("prologue.bash")
 
 
@@ -332,7 +332,7 @@ def render_job_script(spec: JobSpec) -> str:
             "",
         ],
         # driver.env first: reserved names are refused at config time, and the constants
-        # after it are the prologue's own either way (issue 14.5).
+        # after it are the prologue's own either way.
         _env_lines(spec),
         _constants(spec),
         ["", render_outcome_case(), "", render_decide(), ""],

@@ -1,8 +1,8 @@
 """PURE: the ownership guard every remote script runs before it trusts a folder or file.
 
-The bash lives in ``templates/guard.bash`` (one function, ``rc_guard``); templates include it
-with the ``__GUARD__`` placeholder, which ``_template.render_template`` fills in. A script the
-guard stops exits with ``UNSAFE_EXIT`` and says why on stderr (issue 14.1).
+The bash lives in ``execs/guard.bash`` (one function, ``rc_guard``); templates include it
+with the ``__GUARD__`` placeholder, which ``templates.render_template`` fills in. A script the
+guard stops exits with ``UNSAFE_EXIT`` and says why on stderr.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """PURE: the run folder's protocol: every file and folder name, the event kinds, the run record.
 
-This module is the one place that spells them (issue 12 point 1; STYLE §1 "one home per idea").
-Python reads the constants; the templates get them by substitution (``_template.template_subs``):
+This module is the one place that spells them (STYLE §1 "one home per idea").
+Python reads the constants; the templates get them by substitution (``templates.template_subs``):
 ``tests/test_layout.py`` fails when any other module or template spells a run-folder name.
 
 Chains outlive releases: a chain submitted by an older remote-chain keeps resubmitting its own
@@ -43,8 +43,8 @@ RETRIES_FILE = ".gym_infra_retries"
 CANCEL_MARKER = ".remote_chain_cancelled"
 EVENTS_FILE = ".remote_chain_events"
 SECRETS_FILE = ".remote_chain_secrets"
-# Links in a row whose predecessor no source knew (issue 9 class 6), and the runner lease
-# (issue 9 class 2: one runner at a time per benchmark folder).
+# Links in a row whose predecessor no source knew, and the runner lease (one runner at a time
+# per benchmark folder).
 UNKNOWN_FILE = ".remote_chain_unknown_links"
 LEASE_FILE = ".remote_chain_lease"
 FIRST_JOB_FILE = ".remote_chain_first_job"  # the chain's first job id, written by submit
@@ -68,7 +68,7 @@ OWN_PREFIX = ".remote_chain"
 class EventKind(StrEnum):
     """The third word of an ``EVENTS_FILE`` line: ``<epoch> <job id> <kind> <args...>``.
 
-    The prologue and the resume exec write them (by substitution); chainstatus, resumecaps and
+    The prologue and the resume exec write them (by substitution); chainstatus, execs/resume and
     the timeline read them through this enum.
     """
 
@@ -88,7 +88,7 @@ class EventKind(StrEnum):
 
 
 # --- The run record (RECORD_FILE) -------------------------------------------------------------
-# 1: the record as written up to issue 12 (no schema_version field); 2: schema_version first.
+# 1: the record without a schema_version field; 2: schema_version first.
 SCHEMA_VERSION = 2
 
 
@@ -190,9 +190,8 @@ def parse_record(value: str | Mapping[str, object] | None) -> RunRecord | None:
 def time_limits(text: str | None) -> dict[str, int]:
     """Benchmark -> each link's walltime in seconds (``time_limit_s``, when a positive whole
     number), from the run record of any schema version, read as ``parse_record`` reads its
-    chains without making the whole record: every status poll reads it, ~2.3 ms per 1,000
-    chains where this takes 0.8 (issue 13, P7). Records written before ``time_limit_s`` was
-    kept, or still being written, give {}."""
+    chains without making the whole record, since every status poll reads it. Records written
+    before ``time_limit_s`` was kept, or still being written, give {}."""
     if not text:
         return {}
     try:
@@ -204,8 +203,7 @@ def time_limits(text: str | None) -> dict[str, int]:
         return {}
     limits: dict[str, int] = {}
     for chain in chains:
-        # dict, not Mapping: all json.loads makes, without the ABC's isinstance, a tenth of
-        # this loop over 10,000 chains (issue 13, P7).
+        # dict, not Mapping: all json.loads makes, without the ABC's slower isinstance.
         if isinstance(chain, dict):
             limit = _opt_int(chain.get("time_limit_s"))
             if limit is not None and limit > 0:

@@ -49,7 +49,8 @@ EXEC_COMMAND = f"""bash -l -c 'eval "${{{SCRIPT_ENV}:-$(echo {STDIN_WANTED} >&2;
 # execve an environment string over MAX_ARG_STRLEN (128 KiB). Bigger scripts: stdin only.
 SCRIPT_ENV_MAX_BYTES = 32 * 1024 - 64  # the request's own fields fit in the 64 bytes
 # OpenSSH's sshd, named by its version string, takes packets of 256 KiB: there the cap is what
-# execve allows, with room for the name (a P1 submit's wrapped script is over 32 KiB).
+# execve allows, with room for the name (a submit's wrapped script, its payload included, may
+# exceed 32 KiB).
 OPENSSH_ENV_MAX_BYTES = 96 * 1024
 _OPENSSH = "SSH-2.0-OpenSSH_"
 BEGIN_MARKER = "__REMOTE_CHAIN_BEGIN_"

@@ -1,7 +1,7 @@
 """PURE: the one wire codec of everything the client's remote scripts print back.
 
-``templates/wire.bash`` (``rc_emit``, ``rc_emit_file``) writes it; ``decode`` reads it. The
-payload is what ``remote.markers.unwrap`` cut out after the nonce marker, so login-shell noise
+``execs/wire.bash`` (``rc_emit``, ``rc_emit_file``) writes it; ``decode`` reads it. The
+payload is what ``markers.unwrap`` cut out after the nonce marker, so login-shell noise
 never reaches it. Each record is one line: a tag, then each field after a tab. A field is
 either text, with ``\\\\``, ``\\t`` and ``\\n`` escaped (printable ASCII needs nothing else), or
 ``\\b`` and the base64 of its bytes (anything else: non-ASCII, control characters, a file's
@@ -21,10 +21,10 @@ _ESCAPES = {"\\": "\\", "t": "\t", "n": "\n"}
 _B64 = "\\b"
 _GZIP = "\\z"
 _GZIP_WBITS = 16 + zlib.MAX_WBITS  # the gzip container, as `gzip -c` writes it
-# What a \\z field may inflate to: the run record and squeue lines of 10,000 chains are ~3 MB.
+# What a \\z field may inflate to: room for a 10,000-chain run's record and squeue lines.
 # The reply itself is capped (max_output_bytes); its gzip could still be a 1000-fold bomb.
 GZIP_MAX = 64 << 20
-ESCAPED_MAX = 65536  # bytes; a longer field is base64 (wire.bash: bash escapes ~0.1 s per MB)
+ESCAPED_MAX = 65536  # bytes; a longer field is base64 (wire.bash: cheaper than bash escaping)
 _PLAIN = re.compile(r"[\t\n -~]*")
 
 Record = tuple[str, ...]  # (tag, field, ...)

@@ -61,7 +61,7 @@ _log = structlog.get_logger()
 
 PROTOCOL = 1
 READY = "READY"
-MAX_MESSAGE = 64 << 20  # bytes of one reply at most: a status of 10,000 chains is ~5 MB
+MAX_MESSAGE = 64 << 20  # bytes of one reply at most: room for a status of 10,000 chains
 START_TIMEOUT_EXTRA = 5.0  # seconds beyond connect_timeout for the agent to say READY
 WATCH_PERIOD = 1.0
 # Exceptions whose class travels by name; anything else arrives as a RemoteError.

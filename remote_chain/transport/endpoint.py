@@ -7,7 +7,7 @@ from pathlib import Path
 
 from remote_chain.core.models import Transport
 
-# Without REMOTE_CHAIN_CONNECT_TIMEOUT or the ssh config's ConnectTimeout (issue 11).
+# Without REMOTE_CHAIN_CONNECT_TIMEOUT or the ssh config's ConnectTimeout.
 DEFAULT_CONNECT_TIMEOUT = 15.0
 
 
@@ -17,7 +17,7 @@ class Endpoint:
 
     ``name`` is the cluster's name and is what every error names; ``host`` may be an
     ``~/.ssh/config`` alias. ``None`` means "leave it to ssh config, then the defaults": a
-    field set here overrides the ssh config, as ``ssh -p/-l/-i/-J/-F`` do (issue 11).
+    field set here overrides the ssh config, as ``ssh -p/-l/-i/-J/-F`` do.
     ``ssh_config`` replaces ``~/.ssh/config`` and ``/etc/ssh/ssh_config`` (``ssh -F``).
     ``known_hosts``, when set, is used for every hop, jump hosts included.
     """
@@ -36,12 +36,12 @@ class Endpoint:
     command_timeout: float = 120
     keepalive_interval: float = 15
     # OpenSSH's MaxSessions defaults to 10 and the server counts a channel until its close
-    # is fully processed: 8 concurrent channels were measured to still race it, 6 never did.
+    # is fully processed: a margin below it keeps a new channel from racing a closing one.
     max_channels: int = 6
     # Most bytes one command may print (stdout and stderr together): a login shell that floods
     # (an rc file printing endless output) must fail the command, not take the client's memory.
     max_output_bytes: int = 64 * 1024 * 1024
-    # The persistent connection (issue 13, P8): seconds an agent keeps it idle, 0 for none,
+    # The persistent connection: seconds an agent keeps it idle, 0 for none,
     # and the per-user folder for its socket when $XDG_RUNTIME_DIR is unset.
     persist: float = 0
     agent_dir: Path | None = None

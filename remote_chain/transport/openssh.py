@@ -57,7 +57,7 @@ def _config_options(endpoint: Endpoint) -> list[str]:
 def _target_options(endpoint: Endpoint, extra: Sequence[str] = ()) -> list[str]:
     """Options naming the target, shared by the master command and every client: ``%h``,
     ``%p`` and ``%r`` in a ControlPath expand from these, so both sides must agree. Only the
-    profile's set fields: the rest is the ssh config's (issue 11)."""
+    profile's set fields: the rest is the ssh config's."""
     options: list[str] = _config_options(endpoint)
     if endpoint.control_path is not None:
         options += ["-o", f"ControlPath={endpoint.control_path}"]
@@ -94,7 +94,7 @@ def _check_argv(endpoint: Endpoint, resolved: _Resolved) -> list[str]:
 
 def _run_argv(endpoint: Endpoint, resolved: _Resolved, command: str = REMOTE_COMMAND) -> list[str]:
     # ``command`` is always a fixed string (REMOTE_COMMAND, or open's probe): the script goes
-    # on stdin, never in ssh's argv, which this machine's `ps` shows (issue 14.2).
+    # on stdin, never in ssh's argv, which this machine's `ps` shows.
     # The config's ServerAliveInterval when it sets one (a command-line -o would beat it).
     alive = math.ceil(resolved.keepalive_interval or endpoint.keepalive_interval)
     return [
@@ -122,7 +122,7 @@ def parse_ssh_g(text: str) -> dict[str, list[str]]:
 
 
 def refuse_unchecked(options: dict[str, list[str]], what: str, source: str) -> None:
-    """A ``ConfigError`` if the resolved options turn host-key checking off (issue 14.3)."""
+    """A ``ConfigError`` if the resolved options turn host-key checking off."""
     strict = (options.get("stricthostkeychecking") or [""])[0].lower()
     known = " ".join(options.get("userknownhostsfile") or [])
     problem = None
@@ -142,7 +142,7 @@ def refuse_unchecked(options: dict[str, list[str]], what: str, source: str) -> N
 def _proxy_command(endpoint: Endpoint, hops: Sequence[str]) -> str:
     """A ProxyCommand reaching the last of ``hops`` through the ones before it, each hop
     verified strictly against the profile's known_hosts and using its identity: ``-J``
-    would start the hop's ssh without our ``-o``/``-i`` options (issue 14.3)."""
+    would start the hop's ssh without our ``-o``/``-i`` options."""
     command = ""
     for spec in hops:
         user, host, port = split_jump(spec)

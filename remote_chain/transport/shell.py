@@ -1,4 +1,4 @@
-"""A ``Remote`` that runs scripts over one persistent shell channel (issue 13, P8).
+"""A ``Remote`` that runs scripts over one persistent shell channel.
 
 The agent wraps its ``SshRemote`` in a ``ShellRemote``: one long-lived session channel runs
 the loop of ``shellframe`` and answers one request at a time (a lock), 1 RTT per command
@@ -18,7 +18,7 @@ command does not fail because of it:
 The channel holds one of the server's sessions (``MaxSessions``, 10 by default) for the
 agent's life, next to the ``max_channels`` (6 by default) its execs may use.
 
-Output is capped at the endpoint's ``max_output_bytes`` as on the direct path (issue 14.4).
+Output is capped at the endpoint's ``max_output_bytes`` as on the direct path.
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ class ShellRemote(ClosingContext):
         searched, done_line = 0, f"\n{DONE_MARKER}{nonce} ".encode()
 
         def parsed() -> tuple[bytes, bytes, bytes] | None:
-            # Each byte searched about once: a 5 MB reply comes in 80 chunks (issue 13, P7).
+            # Each byte searched about once, however many chunks a big reply comes in.
             nonlocal searched
             at = shell.out.find(done_line, searched)
             if at < 0:

@@ -1,10 +1,10 @@
-"""The persistent shell channel's wire format (issue 13, P8). PURE.
+"""The persistent shell channel's wire format. PURE.
 
 The agent keeps one session channel running ``REMOTE_COMMAND`` (``bash -l -s``, started by
 the user's login shell exactly as a direct exec is), and feeds it ``shell_loop()`` on stdin:
 a bash loop that reads one framed request at a time from the same stdin and answers it, so
 a poll costs one write and one read, 1 RTT, where an exec costs a channel open and an exec
-request on top (docs/performance.md, P8).
+request on top.
 
 A request is a header line ``<nonce> <length>`` and then ``length`` bytes: the script as
 ``markers.wrap`` made it for the direct path, with the same nonce. The loop runs it in a
@@ -16,13 +16,14 @@ done line ``<DONE_MARKER><nonce> <status> <stderr length>``, and the stderr byte
 One write, because sshd does not set TCP_NODELAY on a session without a pty: a reply that
 left in pieces (a begin marker first, the payload once ``sacct`` answered) would have its
 last piece held by Nagle's algorithm until the first was acknowledged, up to an RTT plus
-the client's delayed ACK (measured: 1.36 RTT a poll). Both streams on stdout for the same
-reason. What lies between the markers is unwrapped by the direct path's own
-``result_from_output``. The nonce is 128 random bits the script never sees, so no output
-of a script can fake a done line (a line that looks like one but carries another nonce is
-payload), and stderr is cut by its length, never searched.
+the client's delayed ACK. Both streams on stdout for the same reason. What lies between the
+markers is unwrapped by the direct path's own ``result_from_output``. The nonce is 128
+random bits the script never sees, so no output of a script can fake a done line (a line
+that looks like one but carries another nonce is payload), and stderr is cut by its length,
+never searched.
 
-The script travels as data on the channel's stdin, never in a command line (issue 14).
+The script travels as data on the channel's stdin, never in a command line, which other users
+of the login node can read.
 Output is given byte for byte, NUL bytes included (see ``_LOOP``).
 """
 

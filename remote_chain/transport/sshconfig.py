@@ -1,4 +1,4 @@
-"""What the ssh config says about a host, read the way ``ssh -G`` reads it (issue 11, 14.3).
+"""What the ssh config says about a host, read the way ``ssh -G`` reads it.
 
 asyncssh parses OpenSSH's config format itself (``Host``, ``Match``, ``Include``, first
 value wins, ``%`` tokens): :func:`lookup` runs that parser, with the profile's set fields

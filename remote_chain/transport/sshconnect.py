@@ -164,7 +164,7 @@ async def _connect_hop(
             client_keys=[str(identity.expanduser())] if identity is not None else (),
             known_hosts=known_hosts,
             # Our own tunnel, never asyncssh's: it would open the jump hosts with the
-            # config's known_hosts and without the profile's key (issue 14.3).
+            # config's known_hosts and without the profile's key.
             tunnel=tunnel,
             proxy_command=None if tunnel is not None else (),
             keepalive_interval=hop.keepalive_interval or endpoint.keepalive_interval,

@@ -7,7 +7,7 @@ Both send exactly the files remote-chain's bundle carries (the uploads and each 
     session with one ``put`` per file, then one ``sbatch`` exec per benchmark, each awaited.
 (b) ``naive_openssh``: OpenSSH commands as typed at a prompt, a new connection each:
     ``ssh host mkdir -p ...``, ``scp`` per file, ``ssh host sbatch ...`` per benchmark.
-(c) ``careful_openssh``: as (b), but the way a careful person types it (issue 13): one
+(c) ``careful_openssh``: as (b), but the way a careful person types it: one
     ``ssh host mkdir -p``, one ``scp -r`` of the whole folder of job files, then one
     ``ssh host sbatch`` per benchmark (6 connections for 4 benchmarks).
 

@@ -35,9 +35,9 @@ from benchlib.submit import _plan
 
 PROFILE = "p9"
 CLUSTER = "local"
-# The same cold status on the other release: its sacct answers in ~5 ms where 22.05's takes
-# ~90 ms (two Nagle/delayed-ACK stalls in its slurmdbd RPC, seen with strace), which is
-# Slurm's part of a status, not the client's.
+# The same cold status on the other release: 22.05's sacct stalls twice on Nagle/delayed ACK
+# in its slurmdbd RPC (seen with strace), 24.11's does not; that is Slurm's part of a status,
+# not the client's.
 CLUSTER24 = "local24"
 BENCHMARKS = ("b0", "b1", "b2", "b3")
 
@@ -67,8 +67,8 @@ SSH, STATUS, SUBMIT, CAREFUL = "bare ssh true", "status --json", "submit --json"
 AGENT = "status --json, agent running (persist)"
 SSH24, STATUS24 = "bare ssh true, Slurm 24.11's login node", "status --json, Slurm 24.11"
 # status asks sacct only of the jobs squeue no longer shows: a held chain's status asks none,
-# an ended chain's first status asks it of its jobs (22.05's sacct: ~95 ms; later ones take
-# them from the local index). Both are shown.
+# an ended chain's first status asks it of its jobs (later ones take them from the local
+# index). Both are shown.
 ENDED = "status --json, an ended chain (its jobs from sacct)"
 FLOOR = "floor: python + asyncssh, `true`"  # benchlib/floor.py
 CARD = "floor + the card's packages, `true`"  # pydantic-settings, structlog, tenacity, anyio

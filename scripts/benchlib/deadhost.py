@@ -1,4 +1,4 @@
-"""P10: how long a dead host takes to fail (issue 11 §2), the whole CLI process, as users see it.
+"""P10: how long a dead host takes to fail, the whole CLI process, as users see it.
 
 Three ways a cluster is dead, each timed as ``remote-chain status RUN --cluster dead``
 in a new process (import, config, connect, report, exit 3):

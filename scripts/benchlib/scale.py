@@ -9,7 +9,7 @@ cancelled as root at the end. Measured:
   benchmarks is the remote time per benchmark;
 - status of the whole run vs status of a 1-chain run on one of the same endpoints,
   interleaved, as a user runs it (``remote-chain status RUN --json``, a new process each: the
-  measure of issue 13's targets) and warm, inside this process; execs per cluster per poll,
+  measure the targets are judged by) and warm, inside this process; execs per cluster per poll,
   and the largest exec request sent;
 - the fan-out's own cost here: status of a 10-chain run, one held chain on each of the same
   ten endpoints, vs the 1-chain run, in the same rounds. Ten connections, ten login shells,
@@ -62,8 +62,8 @@ def profiles(ctx: Ctx, name: str = "p7") -> tuple[Path, list[str]]:
 
     Ten endpoints stand for ten clusters, where ``squeue --me`` lists the user's 1,000 jobs of
     that cluster. As one user, each endpoint's listed the 5,000 of the five endpoints on its
-    controller: ~35 ms more of each exec's wall, ~0.3 CPU-s more of every poll, the rig's and
-    not a site's (docs/performance.md, P7).
+    controller: wall time of each exec and CPU of every poll that are the rig's and not a
+    site's (docs/performance.md, P7).
     """
     rig = ctx.rig
     ports = [rig.dev.ssh_port["local"], rig.dev.ssh_port["local2"]]
@@ -332,8 +332,8 @@ class _Limit:
 
 
 def _limit(ctx: Ctx, m: _Limit) -> None:
-    """The rows that say what bounds the ten-endpoint poll here (issue 13: a miss that hits a
-    physical limit is explained by the measurement that shows it)."""
+    """The rows that say what bounds the ten-endpoint poll here (a miss that hits a physical
+    limit is explained by the measurement that shows it)."""
     share = Summary.of([s / o for s, o in zip(m.share, m.one, strict=True)])
     # Ten real login nodes work side by side; the client still parses every reply in one
     # process. So: the one endpoint's share, plus the client CPU the other nine add.

@@ -34,7 +34,7 @@ class Summary:
 
 
 def rtt_equivalents(t_delayed: float, t_plain: float, rtt: float = RTT_S) -> float:
-    """(t_50 - t_0) / 50 ms: how many round trips a flow waits for (the issue's definition)."""
+    """(t_50 - t_0) / 50 ms: how many round trips a flow waits for."""
     return (t_delayed - t_plain) / rtt
 
 

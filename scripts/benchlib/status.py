@@ -288,9 +288,9 @@ def p5_status_calls(ctx: Ctx, srig: StatusRig, shims: Path) -> None:
         lines = [line.split() for line in log.read_text().splitlines()]
         mine = [w for w in lines if len(w) == 4 and w[2] == tag]
         counts[n] = (sum(w[3] == "sacct" for w in mine), sum(w[3] == "squeue" for w in mine))
-    # Issue 5 asked exactly 1 sacct and 1 squeue; since issue 13 status asks sacct only of the
-    # jobs squeue no longer shows, so these polls of held (queued) chains ask it nothing: the
-    # controller load is bounded as asked, and slurmdbd is spared. At most 1 is the target now.
+    # Status asks sacct only of the jobs squeue no longer shows, so these polls of held (queued)
+    # chains ask it nothing: the controller load stays bounded, and slurmdbd is spared. The
+    # target: exactly 1 squeue and at most 1 sacct a poll.
     ok = all(sacct <= 1 and squeue == 1 for sacct, squeue in counts.values())
     for n, (sacct, squeue) in counts.items():
         ctx.rows.append(

@@ -226,7 +226,7 @@ def test_invisible_predecessor_resumes_after_a_minute_without_a_retry(outage: Ou
     decided: list[Event] = chain.events("decided", j2)
     assert decided, chain.describe()
     # Accounting never showed j1: slurmctld's final state (TIMEOUT, known when the lookup
-    # began) decides after the window (issue 9 class 6), else "none" (not visible); either way
+    # began) decides after the window, else "none" (not visible); either way
     # no retry, and its run time counts instead of being lost.
     action, pred, state, walltime, retries = decided[0].args
     assert (action, pred, retries) == ("resume", j1, "0"), chain.describe()

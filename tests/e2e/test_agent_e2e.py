@@ -1,4 +1,4 @@
-"""The persistent connection against the real dev cluster (issue 13, P8): a real agent
+"""The persistent connection against the real dev cluster: a real agent
 process over real sshd gives the same status JSON as the direct path, and an agent killed
 mid-command is a ConnectError after which the command's session goes direct."""
 
@@ -163,7 +163,7 @@ def test_the_shell_channel_starts_as_an_exec_does_for_tcsh_and_zsh_users(
     dev: devcluster.DevCluster, tmp_path: Path
 ) -> None:
     """The loop is started by the user's login shell as `bash -l -s`, as every exec is: for a
-    tcsh or zsh user whose rc file alone puts Slurm on PATH (issue 10/11), a request over the
+    tcsh or zsh user whose rc file alone puts Slurm on PATH, a request over the
     channel finds squeue where an exec finds it, with the same PATH."""
     assert dev.shell_profiles, "the dev cluster has no tcsh/zsh users"
     script = "command -v squeue; echo $PATH; squeue --me --noheader -o %i | wc -l"

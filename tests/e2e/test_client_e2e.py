@@ -351,8 +351,8 @@ def test_an_ended_jobs_record_is_read_from_sacct_once(
     ended_runs: tuple[Client, str, str], version: Version
 ) -> None:
     """Once a poll saw a job's final record, later polls take it from the local index and ask
-    sacct of it no more (issue 13, P3/P5): the status stays the same, and a reason changed in
-    the index shows, so it did not come from sacct."""
+    sacct of it no more: the status stays the same, and a reason changed in the index shows,
+    so it did not come from sacct."""
     client, good, _ = ended_runs
     on = [version.cluster]
     first = client.call(lambda rc: rc.wait(good, clusters=on, timeout=120, first_interval=1))

@@ -1,5 +1,5 @@
 """doctor on the real dev clusters: it tells them apart (version, accounting, options, shell,
-limits), each finding checked against what the cluster itself says (issue 10 point 6).
+limits), each finding checked against what the cluster itself says.
 
 Parametrised by cluster name: every cluster of the running dev cluster (``scripts/dev-cluster
 env``: ``local``, ``local2``, and the 24.11 and no-accounting clusters where they exist), or the

@@ -1,4 +1,4 @@
-"""The chain at the edges (issue 9) on a real Slurm, on every release of the dev cluster.
+"""The chain at the edges on a real Slurm, on every release of the dev cluster.
 
 Each test runs once per Slurm release (the ``version`` fixture: 22.05 on ``local``/``local2``,
 24.11 on ``local24``/``local24b``): a requeue in the middle of a chain (``scontrol requeue``, and

@@ -1,4 +1,4 @@
-"""resume keeps the caps on the real dev cluster (issue 9.7): a failed chain needs granted
+"""resume keeps the caps on the real dev cluster: a failed chain needs granted
 retries, a stopped one a raised max_walltime, and every job's walltime is counted from
 Slurm's accounting before the chain goes on.
 

@@ -1,4 +1,4 @@
-"""The ssh config means what it means to ``ssh`` (issue 11 §1), on the real dev cluster.
+"""The ssh config means what it means to ``ssh``, on the real dev cluster.
 
 A profile holding only ``host = "<alias>"`` and ``workdir`` reaches the cluster through an ssh
 config file (``REMOTE_CHAIN_SSH_CONFIG``, like ``ssh -F``) whose Host block sets HostName,

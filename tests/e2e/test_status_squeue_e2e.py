@@ -1,5 +1,5 @@
 """Status past 256 chains lists the user's jobs once and keeps the run's with awk, where it asked
-``squeue --name`` before (issue 13, P7): on each Slurm release, the status exec of 40 held
+``squeue --name`` below that: on each Slurm release, the status exec of 40 held
 chains with each path forced returns the same SQUEUE record, and every chain reads pending
 with squeue's reason."""
 

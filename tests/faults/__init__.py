@@ -1,4 +1,4 @@
-"""Fault injection, bad input and security on the real dev cluster (issue 6).
+"""Fault injection, bad input and security on the real dev cluster.
 
 The figures they produce: docs/reliability.md.
 """

@@ -1,4 +1,4 @@
-"""Fixtures and helpers of the fault-injection, bad-input and security suite (issue 6).
+"""Fixtures and helpers of the fault-injection, bad-input and security suite.
 
 Everything here drives the real client (the ``Orchestrator`` in-process, the ``remote-chain``
 CLI as a subprocess) over the dev cluster's real sshd into real Slurm. A dev cluster that is
@@ -16,7 +16,7 @@ takes it shared, so an outage waits for running tests and tests wait for an outa
 Suites that do not take the lock are tolerated: ``load_cluster`` waits out a stopped slurmdbd
 or sshd, and every ``sacct`` check polls (bounded) until accounting answers.
 
-Repetition counts are the issue's (CI runs them); ``REMOTE_CHAIN_FAULTS_QUICK=1`` lowers them
+Repetition counts are the full ones CI runs; ``REMOTE_CHAIN_FAULTS_QUICK=1`` lowers them
 for a quick local run. ``REMOTE_CHAIN_FAULTS_REPORT=FILE`` writes the tally of faults injected
 and survived, and bad inputs tried and refused, as JSON (it is also printed at the end).
 """
@@ -76,7 +76,7 @@ CLI_BOOT = "import sys; from remote_chain.cli import main; sys.argv[0] = 'remote
 
 
 def reps(full: int, quick: int) -> int:
-    """The issue's repetition count, or the lowered one under ``REMOTE_CHAIN_FAULTS_QUICK``."""
+    """The full repetition count, or the lowered one under ``REMOTE_CHAIN_FAULTS_QUICK``."""
     return quick if QUICK else full
 
 

@@ -1,4 +1,4 @@
-"""Bad input is refused before anything reaches a cluster (issue 6, "Bad input").
+"""Bad input is refused before anything reaches a cluster.
 
 One table, each row a broken submit config, cluster profile or command line. Each row runs
 twice:
@@ -577,7 +577,7 @@ def test_a_workdir_the_cluster_cannot_use_is_a_config_error(
 
 
 def test_the_table_has_at_least_thirty_rows() -> None:
-    """The issue asks for at least 30 table-driven bad inputs; ids are unique."""
+    """The table holds at least 30 bad inputs; ids are unique."""
     ids = [c.id for c in CASES]
     assert len(ids) >= 30
     assert len(set(ids)) == len(ids)

@@ -1,4 +1,4 @@
-"""Faults injected into real runs on the dev cluster (issue 6, "Faults"): each one survived.
+"""Faults injected into real runs on the dev cluster: each one survived.
 
 Dropped connections come from ``scripts/netproxy.py`` in front of the real sshd; outages from
 ``scripts/dev-cluster dbd-stop|sshd-stop`` (under the exclusive outage lock, see conftest);
@@ -485,8 +485,8 @@ async def test_accounting_outage_status_unknown_prologue_waits_then_all_right(
         link2 = decision[1]
         assert decision[3:5] == ["resume", link1], decision
         # Accounting is down, but slurmctld still knows link 1 FAILED (and link 1's own end
-        # record says so): issue 9 class 6 decides from those before "not visible", so the
-        # failure spends its retry like any failure (before it resumed for free, a runaway).
+        # record says so): the prologue decides from those before "not visible", so the
+        # failure spends its retry like any failure (never a free resume, which would run away).
         assert decision[5] == "FAILED", f"slurmctld knew link 1 failed, yet link 2 saw {decision}"
         log = (run_dir / "lagged" / "logs" / f"{link2}.log").read_text()
         assert "not final in accounting yet" in log, log

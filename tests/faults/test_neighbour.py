@@ -1,4 +1,4 @@
-"""A shared login node and a hostile neighbour, on the real dev cluster (issue 14).
+"""A shared login node and a hostile neighbour, on the real dev cluster.
 
 The neighbour is ``rcother`` (scripts/dev-cluster ``ensure_neighbour``), a second unprivileged
 user of the same login node who, like the victim ``rcuser``, is in the group ``rcshare``. A
@@ -211,7 +211,7 @@ def test_a_symlinked_marker_in_the_victims_folder_is_not_written_through(
 
 
 def test_no_bundle_in_any_command_line_during_submits(lab: Lab, project: Path) -> None:
-    """A sampler of /proc/*/cmdline sees the fixed bootstrap, never the bundle (issue 14.2)."""
+    """A sampler of /proc/*/cmdline sees the fixed bootstrap, never the bundle."""
     token = f"BUNDLE-{secrets.token_hex(8)}"
     (lab.root / "upload.txt").write_text(f"{token}\n" * 2000)
     lab.profile("shared", workdir=str(project))

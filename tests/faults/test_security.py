@@ -1,4 +1,4 @@
-"""Security properties on the real dev cluster (issue 6, "Security").
+"""Security properties on the real dev cluster.
 
 - Host keys: a changed (or unknown) host key is refused before anything is sent. The proof
   is on the wire: a recording proxy keeps every client->server byte, and they parse as the
@@ -301,7 +301,7 @@ async def test_secrets_reach_the_job_only(
     artifacts = run_root / "vault" / "s" / "artifacts"
     assert (artifacts / "t1").read_text().split()[0] == _sha(token)
     assert (artifacts / "t2").read_text().split()[0] == _sha(from_env)
-    # The chain completed: its last link removed the secrets file (issue 9 class 4), so no
+    # The chain completed: its last link removed the secrets file, so no
     # file of the run holds a secret any more (the job logs and artifacts never did).
     assert await blocking(secret_holders, run_root, hidden) == []
     tally.survived(fault)
