@@ -112,7 +112,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Print the tally and, with ``REMOTE_CHAIN_FAULTS_REPORT``, write it as JSON."""
     if not TALLY.rows:
         return
-    terminalreporter.section("faults injected / survived (issue 6)")
+    terminalreporter.section("faults injected / survived")
     width = max(len(what) for what in TALLY.rows)
     for what, row in sorted(TALLY.rows.items()):
         terminalreporter.write_line(
