@@ -11,14 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from remote_chain.core.bundle import BundleFile, ChainPlan, ClusterBundle
 from remote_chain.core.models import JobId
-from remote_chain.execs.status import Target, parse_status_output, render_status_script
+from remote_chain.core.snapshot import Target
+from remote_chain.execs.status import parse_status_output, render_status_script
 from remote_chain.execs.submit import (
     FIRST_JOB_FILE,
     RECORD_FILE,
-    BundleFile,
-    ChainPlan,
-    ClusterBundle,
     parse_submit_output,
     render_lookup_script,
     render_submit_script,

@@ -9,7 +9,7 @@ import pytest
 from remote_chain.core.chainstatus import derive, parse_events
 from remote_chain.core.models import ChainStateName, JobId, SacctRecord, SlurmState
 from remote_chain.core.sacct import QueuedJob
-from remote_chain.execs.status import ChainFiles, FileRead, Snapshot
+from remote_chain.core.snapshot import ChainFiles, FileRead, Snapshot
 
 S = SlurmState
 NAME = "rc-1:gpqa"

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from test_bundle import QUERY, SBATCH, bundle, run
 
+from remote_chain.core.snapshot import Target
 from remote_chain.execs.cancel import render_cancel_script
 from remote_chain.execs.logs import render_logs_script
 from remote_chain.execs.resume import render_resume_script
-from remote_chain.execs.status import Target, render_status_script
+from remote_chain.execs.status import render_status_script
 from remote_chain.execs.submit import RECORD_FILE, render_lookup_script, render_submit_script
 from remote_chain.job.script import CANCEL_MARKER, CHAIN_FILE
 from remote_chain.protocol.guard import UNSAFE_EXIT

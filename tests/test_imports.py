@@ -132,3 +132,36 @@ def test_no_module_is_over_400_lines() -> None:
         if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
     }
     assert long == {}
+
+
+# What each folder may import besides itself and the shared root modules (errors, retries,
+# logconfig, version): the layers of docs/architecture.md, lowest first.
+LAYERS = {
+    "protocol": set(),
+    "core": {"protocol"},
+    "execs": {"core", "protocol"},
+    "job": {"core", "execs", "protocol"},
+    "config": {"core", "protocol"},
+    "transport": {"core", "protocol"},
+    "client": {"config", "core", "execs", "job", "protocol", "transport"},
+    "cli": {"client", "config", "core", "execs", "job", "protocol", "transport"},
+}
+SHARED = {"errors", "retries", "logconfig", "version"}
+
+
+def _folder(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_each_folder_imports_only_the_layers_below_it() -> None:
+    """The pure core and the protocol import nothing of the client, transport or CLI, and no
+    folder imports one above it: where code runs decides what it may touch."""
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module in MODULES
+        if (folder := _folder(module)) in LAYERS
+        for target in _graph()[module]
+        if _folder(target) not in {folder, *LAYERS[folder], *SHARED}
+    )
+    assert wrong == []

@@ -14,13 +14,14 @@ from remote_chain.client.outcomes import (
     resume_entries,
     submissions,
 )
+from remote_chain.core.bundle import ChainPlan, ClusterBundle
 from remote_chain.core.chainstatus import ChainStatus
 from remote_chain.core.models import ChainStateName, JobId
 from remote_chain.core.results import CancelEntry, ClusterFailure, ResumeEntry, Submission
 from remote_chain.errors import RemoteError
 from remote_chain.execs.cancel import CancelAnswer
 from remote_chain.execs.resume import Plan, ResumeAnswer
-from remote_chain.execs.submit import ChainPlan, ClusterBundle, SubmitAnswer, Submitted
+from remote_chain.execs.submit import SubmitAnswer, Submitted
 
 BUNDLE = ClusterBundle(
     "rc-1",

@@ -13,7 +13,9 @@ from remote_chain.core.records import Record, encode
 from remote_chain.core.results import (
     CancelEntry,
     CancelResult,
+    Check,
     ClusterFailure,
+    DoctorFacts,
     DoctorResult,
     ResumeEntry,
     ResumeResult,
@@ -22,7 +24,6 @@ from remote_chain.core.results import (
     SubmitResult,
 )
 from remote_chain.errors import ConfigError, RemoteError
-from remote_chain.execs.doctor import Check, DoctorFacts
 
 FAILURE = ClusterFailure("eos", RemoteError("cannot connect", host="eos"))
 FAILURE_JSON = {"cluster": "eos", "error": "eos: cannot connect", "kind": "RemoteError"}

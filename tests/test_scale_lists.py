@@ -10,8 +10,9 @@ from pathlib import Path
 from localexec import run_script, stubs_on_path
 
 from remote_chain.core.sacct import MAX_LIST_ARG_BYTES
+from remote_chain.core.snapshot import Snapshot, Target
 from remote_chain.execs.cancel import parse_cancel_output, render_cancel_script
-from remote_chain.execs.status import Snapshot, Target, parse_status_output, render_status_script
+from remote_chain.execs.status import parse_status_output, render_status_script
 from remote_chain.execs.templates import render_chunks_function
 from remote_chain.job.script import CANCEL_MARKER, CHAIN_FILE
 

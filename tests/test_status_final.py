@@ -18,15 +18,8 @@ from remote_chain.core.chainstatus import ChainStatus, JobView, derive, final_li
 from remote_chain.core.models import ChainStateName, JobId, SlurmState
 from remote_chain.core.results import StatusResult
 from remote_chain.core.sacct import parse_sacct
-from remote_chain.execs.status import (
-    ChainFiles,
-    FileRead,
-    RunFiles,
-    Snapshot,
-    Target,
-    parse_status_output,
-    render_status_script,
-)
+from remote_chain.core.snapshot import ChainFiles, FileRead, RunFiles, Snapshot, Target
+from remote_chain.execs.status import parse_status_output, render_status_script
 from remote_chain.job.script import CHAIN_FILE
 
 RUN_ID = "rc-20261203T000000Z-abcdef"

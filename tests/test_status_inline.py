@@ -11,13 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remote_chain.execs.status import (
-    FileRead,
-    Snapshot,
-    Target,
-    parse_status_output,
-    render_status_script,
-)
+from remote_chain.core.snapshot import FileRead, Snapshot, Target
+from remote_chain.execs.status import parse_status_output, render_status_script
 from remote_chain.execs.templates import INLINE_FILE_BYTES, MAX_FILE_BYTES
 from remote_chain.job.script import CHAIN_FILE, EVENTS_FILE
 from remote_chain.protocol import wire

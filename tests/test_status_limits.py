@@ -15,7 +15,8 @@ from localexec import run_script, stubs_on_path
 
 from remote_chain.client.index import IndexedCluster, IndexedRun, RunIndex
 from remote_chain.core.runstatus import statuses
-from remote_chain.execs.status import Target, parse_status_output, render_status_script
+from remote_chain.core.snapshot import Target
+from remote_chain.execs.status import parse_status_output, render_status_script
 from remote_chain.protocol.layout import EVERY, RECORD_FILE, compact_limits, limit_of
 
 RUN_ID = "rc-20261203T000000Z-abcdef"

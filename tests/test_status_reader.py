@@ -17,7 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from remote_chain.execs.status import Snapshot, Target, parse_status_output, render_status_script
+from remote_chain.core.snapshot import Snapshot, Target
+from remote_chain.execs.status import parse_status_output, render_status_script
 from remote_chain.execs.templates import INLINE_FILE_BYTES
 from remote_chain.protocol.guard import UNSAFE_EXIT
 from remote_chain.protocol.layout import (

@@ -15,7 +15,8 @@ from localexec import run_script, squeue_record, stubs_on_path
 
 from remote_chain.core.models import JobId
 from remote_chain.core.runstatus import statuses
-from remote_chain.execs.status import Target, parse_status_output, render_status_script
+from remote_chain.core.snapshot import Target
+from remote_chain.execs.status import parse_status_output, render_status_script
 from remote_chain.job.script import CHAIN_FILE
 from remote_chain.protocol import wire
 

@@ -21,6 +21,7 @@ from remote_chain.core.durations import format_duration
 
 if TYPE_CHECKING:
     from remote_chain.config import ClusterProfile
+    from remote_chain.core.bundle import ClusterBundle
     from remote_chain.core.chainstatus import ChainStatus, JobView
     from remote_chain.core.results import (
         CancelResult,
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
         StatusResult,
         SubmitResult,
     )
-    from remote_chain.execs.submit import ClusterBundle
 
 CHAIN_STYLES = {
     "pending": "yellow",

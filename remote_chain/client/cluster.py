@@ -32,10 +32,7 @@ from remote_chain.errors import (
     SubmitError,
 )
 from remote_chain.execs.cancel import parse_cancel_output, render_cancel_script
-from remote_chain.execs.doctor import (
-    read_doctor,
-    render_doctor_script,
-)
+from remote_chain.execs.doctor import read_doctor, render_doctor_script
 from remote_chain.execs.logs import parse_logs_output, render_logs_script
 from remote_chain.execs.resume import (
     ResumeAnswer,
@@ -63,14 +60,15 @@ from remote_chain.transport.connect import open_remote
 from remote_chain.transport.endpoint import DEFAULT_CONNECT_TIMEOUT, Endpoint
 
 if TYPE_CHECKING:
+    from remote_chain.core.bundle import ClusterBundle
     from remote_chain.core.chainstatus import ChainStatus
     from remote_chain.core.models import ChainStateName
+    from remote_chain.core.snapshot import Target
     from remote_chain.execs.cancel import CancelAnswer
     from remote_chain.execs.doctor import DoctorReport
     from remote_chain.execs.logs import LogChunk
     from remote_chain.execs.resume import Plan, ResumeAnswer, ResumeCaps
-    from remote_chain.execs.status import Target
-    from remote_chain.execs.submit import ClusterBundle, SubmitAnswer
+    from remote_chain.execs.submit import SubmitAnswer
 
 log = structlog.get_logger("remote_chain")
 

@@ -30,14 +30,14 @@ from remote_chain.config import (
 )
 from remote_chain.config.settings import Settings
 from remote_chain.core.results import ClusterFailure
+from remote_chain.core.snapshot import Target
 from remote_chain.errors import ConfigError, RemoteChainError
-from remote_chain.execs.status import Target
 from remote_chain.retries import RetryPolicy
 from remote_chain.transport.base import ClosingContext
 from remote_chain.transport.connect import open_remote
 
 if TYPE_CHECKING:  # status's and cancel's: a submit never imports the status exec's modules
-    from remote_chain.execs.status import Target
+    from remote_chain.core.snapshot import Target
 
 log = structlog.get_logger("remote_chain")
 T = TypeVar("T")

@@ -39,6 +39,7 @@ from remote_chain.client.runs import note_status, remember, settle
 from remote_chain.config import ClusterProfile, SubmitConfig
 from remote_chain.core.results import (
     CancelResult,
+    Check,
     ClusterFailure,
     DoctorResult,
     RenderedScript,
@@ -47,7 +48,6 @@ from remote_chain.core.results import (
     SubmitResult,
 )
 from remote_chain.errors import ConfigError, NotFoundError, RemoteError, WaitTimeout
-from remote_chain.execs.doctor import Check
 from remote_chain.protocol.layout import RENDER_RUN_ID, compact_limits
 from remote_chain.retries import poll_backoff
 

@@ -22,16 +22,17 @@ from remote_chain.core.results import (
     StatusResult,
     Submission,
 )
-from remote_chain.execs.status import Target
+from remote_chain.core.snapshot import Target
 from remote_chain.protocol.layout import parse_record
 
 if TYPE_CHECKING:  # each flow's own answers: a status command imports none of the others',
     # and a submit none of status's (chainstatus, snapshot)
+    from remote_chain.core.bundle import ClusterBundle
     from remote_chain.core.chainstatus import ChainStatus
+    from remote_chain.core.snapshot import Target
     from remote_chain.execs.cancel import CancelAnswer
     from remote_chain.execs.resume import Plan, ResumeAnswer
-    from remote_chain.execs.status import Target
-    from remote_chain.execs.submit import ClusterBundle, SubmitAnswer
+    from remote_chain.execs.submit import SubmitAnswer
 
 RESUMABLE_STATES = frozenset({ChainStateName.FAILED, ChainStateName.STOPPED})
 

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from remote_chain.config import ClusterProfile, SubmitConfig, check_for_cluster, effective_slurm
+from remote_chain.core.bundle import BundleFile, ChainPlan, ClusterBundle
 from remote_chain.core.models import NAME_RE, ResumePolicy
 from remote_chain.core.results import RenderedScript
 from remote_chain.errors import ConfigError
-from remote_chain.execs.submit import BundleFile, ChainPlan, ClusterBundle
 from remote_chain.job.script import (
     SECRETS_FILE,
     JobSpec,
@@ -32,7 +32,7 @@ from remote_chain.protocol.layout import JOB_SCRIPT, UPLOADS_DIR
 from remote_chain.version import __version__
 
 if TYPE_CHECKING:
-    from remote_chain.execs.submit import BundleFile, ClusterBundle
+    from remote_chain.core.bundle import BundleFile, ClusterBundle
     from remote_chain.job.script import JobSpec
 
 # The bundle and the job script are imported by the functions that make them: the fleet

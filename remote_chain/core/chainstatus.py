@@ -28,7 +28,7 @@ from remote_chain.core.records import Record, json_meta
 from remote_chain.protocol.layout import CHAIN_FILE, RETRIES_FILE, WALLTIME_FILE, EventKind
 
 if TYPE_CHECKING:  # read, never made here: a submit imports none of the status exec's modules
-    from remote_chain.execs.status import ChainFiles, Snapshot
+    from remote_chain.core.snapshot import ChainFiles, Snapshot
 
 
 @dataclass(frozen=True)

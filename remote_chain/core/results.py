@@ -11,21 +11,74 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from remote_chain.core.limits import Limit
 from remote_chain.core.models import ChainStateName
 from remote_chain.core.records import Record, json_meta
 from remote_chain.errors import RemoteChainError
-from remote_chain.execs.doctor import DoctorFacts
 from remote_chain.protocol.layout import JOB_SCRIPT
 
 if TYPE_CHECKING:  # each flow's own modules: a status command never imports submit's or doctor's
-    from remote_chain.core.chainstatus import ChainStatus  # and a submit never imports status's
-    from remote_chain.execs.doctor import Check, DoctorFacts
-    from remote_chain.execs.submit import ClusterBundle
+    from remote_chain.core.bundle import ClusterBundle
+    from remote_chain.core.chainstatus import ChainStatus
 
 # The failures of a flow are "errors" in every document (interface.md §4).
 ERRORS_KEY = "errors"
 _AS_ERRORS = json_meta(key=ERRORS_KEY)
 _NOT_IN_JSON = json_meta(skip=True)
+
+
+# --- doctor's findings (execs/doctor reads them from its exec's answer) ---------------------
+@dataclass(frozen=True)
+class Check(Record):
+    JSON_KEYS = ("name", "ok", "level", "detail", "hint")
+
+    name: str = field(metadata=json_meta(key="check"))
+    ok: bool
+    detail: str
+    hint: str = ""  # the fix of a failed check, or what a passed one means for runs
+    warn: bool = False  # passed, but it limits what runs can do here
+
+    @property
+    def level(self) -> str:
+        return "fail" if not self.ok else "warn" if self.warn else "ok"
+
+
+@dataclass(frozen=True)
+class DoctorFacts:
+    """The per-cluster findings of ``doctor --json`` beside its checks (interface.md §4)."""
+
+    slurm_version: str | None = None
+    config: dict[str, str] = field(default_factory=dict)
+    accounting_enabled: bool | None = None
+    accounting_reachable: bool | None = None
+    login_shell: str | None = None
+    afternotok: bool | None = None
+    kill_on_invalid_dep: bool | None = None
+    limits: tuple[Limit, ...] = ()
+    limits_enforced: bool | None = None
+    queued: int | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "slurm_version": self.slurm_version,
+            "slurm_config": self.config,
+            "accounting": {
+                "enabled": self.accounting_enabled,
+                "reachable": self.accounting_reachable,
+                "storage_type": self.config.get("AccountingStorageType"),
+                "enforce": self.config.get("AccountingStorageEnforce"),
+            },
+            "login_shell": self.login_shell,
+            "dependency_options": {
+                "afternotok": self.afternotok,
+                "kill_on_invalid_dep": self.kill_on_invalid_dep,
+            },
+            "job_limits": {
+                "limits": [limit.to_json() for limit in self.limits],
+                "enforced": self.limits_enforced,
+                "queued_now": self.queued,
+            },
+        }
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from remote_chain.core.chainstatus import ChainStatus, derive
 from remote_chain.core.models import ChainStateName, Executor
-from remote_chain.execs.status import Snapshot
+from remote_chain.core.snapshot import Snapshot
 from remote_chain.protocol.layout import limit_of, time_limits
 
 

@@ -13,31 +13,15 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from remote_chain.core.limits import ASSOC_FORMAT, QOS_FORMAT, Limit, parse_assoc, parse_qos
 from remote_chain.core.models import Executor
-from remote_chain.core.records import Record, json_meta
+from remote_chain.core.results import Check, DoctorFacts
 from remote_chain.execs.templates import bash_array, render_template
 from remote_chain.protocol.wire import decode
 
-
 # The exec (doctor.bash) and its checks.
-@dataclass(frozen=True)
-class Check(Record):
-    JSON_KEYS = ("name", "ok", "level", "detail", "hint")
-
-    name: str = field(metadata=json_meta(key="check"))
-    ok: bool
-    detail: str
-    hint: str = ""  # the fix of a failed check, or what a passed one means for runs
-    warn: bool = False  # passed, but it limits what runs can do here
-
-    @property
-    def level(self) -> str:
-        return "fail" if not self.ok else "warn" if self.warn else "ok"
-
-
 HINTS = {
     "command": "load Slurm in your login environment (e.g. `module load slurm` in ~/.bash_profile)",
     "accounting": "sacct must answer: ask the admins whether slurmdbd accounting is enabled",
@@ -139,44 +123,6 @@ def _first_line(text: str, limit: int = 300) -> str:
     # sbatch's own messages, not the login banner: prefer the lines it prefixes.
     mine = [ln for ln in lines if ln.startswith(("sbatch:", "allocation failure"))]
     return "; ".join(mine or lines[-1:])[:limit]
-
-
-@dataclass(frozen=True)
-class DoctorFacts:
-    """The per-cluster findings of ``doctor --json`` beside its checks (interface.md §4)."""
-
-    slurm_version: str | None = None
-    config: dict[str, str] = field(default_factory=dict)
-    accounting_enabled: bool | None = None
-    accounting_reachable: bool | None = None
-    login_shell: str | None = None
-    afternotok: bool | None = None
-    kill_on_invalid_dep: bool | None = None
-    limits: tuple[Limit, ...] = ()
-    limits_enforced: bool | None = None
-    queued: int | None = None
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "slurm_version": self.slurm_version,
-            "slurm_config": self.config,
-            "accounting": {
-                "enabled": self.accounting_enabled,
-                "reachable": self.accounting_reachable,
-                "storage_type": self.config.get("AccountingStorageType"),
-                "enforce": self.config.get("AccountingStorageEnforce"),
-            },
-            "login_shell": self.login_shell,
-            "dependency_options": {
-                "afternotok": self.afternotok,
-                "kill_on_invalid_dep": self.kill_on_invalid_dep,
-            },
-            "job_limits": {
-                "limits": [limit.to_json() for limit in self.limits],
-                "enforced": self.limits_enforced,
-                "queued_now": self.queued,
-            },
-        }
 
 
 @dataclass(frozen=True)

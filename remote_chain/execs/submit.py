@@ -18,7 +18,8 @@ import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from remote_chain.core.models import JOB_ID_RE, Executor, JobId
+from remote_chain.core.bundle import BundleFile, ClusterBundle
+from remote_chain.core.models import JOB_ID_RE, JobId
 from remote_chain.execs.templates import render_template
 from remote_chain.protocol import layout
 from remote_chain.protocol.layout import ChainRecord, RunRecord, chain_prefix, record_head
@@ -29,35 +30,6 @@ FIRST_JOB_FILE = layout.FIRST_JOB_FILE
 RECORD_FILE = layout.RECORD_FILE
 SBATCH_OUT = layout.SBATCH_OUT
 SUBMIT_LOG = layout.SUBMIT_LOG
-
-
-@dataclass(frozen=True)
-class BundleFile:
-    path: str  # relative to the run folder, e.g. "files/rollouts.py", "gpqa/job.sh"
-    data: bytes
-    mode: int = 0o600
-
-
-@dataclass(frozen=True)
-class ChainPlan:
-    benchmark: str
-    remote_dir: str
-    job_name: str
-    resumable: bool
-    time_limit_s: int | None = None  # each link's --time; in the record for status --timeline
-
-
-@dataclass(frozen=True)
-class ClusterBundle:
-    """Everything one cluster receives for one run."""
-
-    run_id: str
-    cluster: str
-    run_dir: str  # <workdir>/<run_id>/<cluster>
-    created: str  # ISO 8601 UTC, kept in the run record
-    executor: Executor
-    chains: tuple[ChainPlan, ...]
-    files: tuple[BundleFile, ...]
 
 
 @dataclass(frozen=True)

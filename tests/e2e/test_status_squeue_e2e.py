@@ -14,7 +14,8 @@ from localexec import squeue_record
 
 from remote_chain.core.models import ChainStateName
 from remote_chain.core.results import StatusResult
-from remote_chain.execs.status import Target, parse_status_output, render_status_script
+from remote_chain.core.snapshot import Target
+from remote_chain.execs.status import parse_status_output, render_status_script
 from remote_chain.protocol.markers import wrap
 
 from .conftest import Client, Version, slurm_ok, wait_for, write_config
