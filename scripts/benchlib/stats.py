@@ -179,16 +179,11 @@ def render_table(rows: Sequence[Row], verdicts: Sequence[Verdict]) -> str:
             r.baseline,
             r.ratio,
             r.target,
-            "" if r.met is None else ("met" if r.met else "NOT met"),
+            _verdict(r.met),
         )
         for r in rows
     ]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
-    lines = []
-    for i, c in enumerate(cells):
-        lines.append("  ".join(c[j].ljust(widths[j]) for j in range(len(head))).rstrip())
-        if i == 0:
-            lines.append("  ".join("-" * w for w in widths))
+    lines = _columns(cells)
     lines.append("")
     width = max([14, *(len(v.word) + 2 for v in verdicts)])
     lines += [f"{v.word:<{width}}{v.target}: {v.detail}" for v in verdicts]
@@ -235,14 +230,24 @@ def render_comparison(rev: str, rows: Sequence[Compared]) -> str:
             r.new,
             r.ratio,
             r.target,
-            "" if r.met is None else ("met" if r.met else "NOT met"),
+            _verdict(r.met),
         )
         for r in rows
     ]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+    lines = _columns(cells)
+    return "\n".join(lines)
+
+
+def _verdict(met: bool | None) -> str:
+    return "" if met is None else ("met" if met else "NOT met")
+
+
+def _columns(cells: Sequence[tuple[str, ...]]) -> list[str]:
+    """Rows of cells as aligned text columns, a rule of dashes under the first (the head)."""
+    widths = [max(len(c[i]) for c in cells) for i in range(len(cells[0]))]
     lines = []
     for i, c in enumerate(cells):
-        lines.append("  ".join(c[j].ljust(widths[j]) for j in range(len(head))).rstrip())
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(c, widths, strict=True)).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return lines
