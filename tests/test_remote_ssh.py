@@ -334,6 +334,37 @@ async def test_connect_and_commands_are_logged(sshd: Sshd) -> None:
 
 @pytest.mark.ssh
 @pytest.mark.anyio
+async def test_a_login_file_that_reads_stdin_never_holds_the_command(
+    sshd: Sshd, env_sshd: Sshd
+) -> None:
+    """A ``.bash_profile`` that reads stdin (a site's prompt) gets an ended stdin when the
+    script comes in the env request: it runs once, at once. Where the server refuses the env
+    request the script is on stdin and the profile eats its first line: the wrapper's syntax
+    check then runs none of it, and the error names the host."""
+    for server in (env_sshd, sshd):
+        (server.home / ".bash_profile").write_text(
+            'read -r answer; echo "profile read: [${answer:0:12}]" >&2\n'
+        )
+    try:
+        async with await open_remote(env_sshd.endpoint(command_timeout=20)) as remote:
+            started = time.monotonic()
+            result = await remote.run("echo ran")
+            assert time.monotonic() - started < 10
+        async with await open_remote(sshd.endpoint(command_timeout=20)) as remote:
+            with pytest.raises(RemoteError, match="did not run the command") as caught:
+                await remote.run('touch "$HOME/never-ran"')
+    finally:
+        for server in (env_sshd, sshd):
+            (server.home / ".bash_profile").unlink()
+    assert (result.exit_status, result.stdout) == (0, "ran\n")
+    assert "profile read: []" in result.noise
+    assert "__REMOTE_CHAIN_STDIN__" not in result.noise + result.stderr
+    assert "loopback" in str(caught.value)
+    assert not (sshd.home / "never-ran").exists()
+
+
+@pytest.mark.ssh
+@pytest.mark.anyio
 async def test_a_login_shell_that_exits_early_is_a_remote_error(sshd: Sshd) -> None:
     """A ``.bash_profile`` that exits before the script is a non-transient RemoteError."""
     profile = sshd.home / ".bash_profile"

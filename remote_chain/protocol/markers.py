@@ -29,10 +29,11 @@ REMOTE_COMMAND = "bash -l -s"
 # The asyncssh transport's command: the wrapped script rides in an SSH `env` request named
 # SCRIPT_ENV, sent without want_reply in the exec request's own flight. sshd opens a session's
 # window only once the command has started, so a script on stdin costs a round trip more; the
-# env value is there when the command starts. A server that refuses the name (not in its
-# AcceptEnv) leaves it unset: the command then says so on stderr (STDIN_WANTED) and reads the
-# script from stdin, exactly as `bash -l -s` would, and the client sends it there. The script
-# travels once either way: in the env request, or on stdin.
+# env value is there when the command starts, and stdin is ended at once (a login file that
+# reads stdin never waits). A server that refuses the name (not in its AcceptEnv) leaves it
+# unset: the command then says so on stderr (STDIN_WANTED) and reads the script from stdin,
+# exactly as `bash -l -s` would; that stdin has ended, so it runs nothing, and the client
+# sends the script again on stdin (and so from then on, on that connection).
 # - LC_*: Debian and Ubuntu ship `AcceptEnv LANG LC_*`; glibc's setlocale reads only its own
 #   categories (LC_CTYPE, ...), so an unknown LC_ name changes no locale.
 # - The command is shell-neutral: single quotes and no `!` or newline mean the same to bash,

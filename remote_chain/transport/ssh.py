@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import time
-from functools import partial
 
 import anyio
 import asyncssh
@@ -20,6 +19,7 @@ from remote_chain.errors import (
     RemoteError,
 )
 from remote_chain.protocol.markers import (
+    BEGIN_MARKER,
     EXEC_COMMAND,
     REMOTE_COMMAND,
     SCRIPT_ENV,
@@ -94,9 +94,10 @@ class SshRemote(ClosingContext):
     ) -> CommandResult:
         """Run ``script`` in a remote login shell; a non-zero exit is in the result.
 
-        Every script travels once: in an env request sent with the exec, or on stdin when it
-        is ``sensitive`` or large or the server refuses the env request (``markers.script_env``,
-        ``_StdinFeed``). The exec request carries only the fixed ``EXEC_COMMAND``.
+        Every script that runs travels once: in an env request sent with the exec, or on
+        stdin when it is ``sensitive`` or large (``markers.script_env``); a server that refuses
+        the env request runs nothing of that exec, and the script goes again on stdin
+        (``_run_once``). The exec request carries only the fixed ``EXEC_COMMAND``.
         """
         wrapped, nonce = wrap(script)
         limit = self._endpoint.command_timeout if timeout is None else timeout
@@ -140,29 +141,47 @@ class SshRemote(ClosingContext):
         # a server that refused the env request once gets the script on stdin from then on.
         server = str(connection.get_extra_info("server_version") or "")
         env = script_env(wrapped, sensitive=sensitive or self._env_refused, cap=env_cap(server))
+        script = wrapped.encode()
+        if not env[SCRIPT_ENV]:
+            return _without_ask(*await self._exec(connection, env, script))
+        out, err, status = await self._exec(connection, env, b"")
+        if _ASK in err and BEGIN_MARKER.encode() not in out:
+            # The server refused the env request: the command asked for the script on a
+            # stdin that had already ended, so it ran nothing (eval of nothing). Once more,
+            # the script on stdin, and so for the rest of this connection.
+            self._env_refused = True
+            out, err, status = await self._exec(connection, {SCRIPT_ENV: ""}, script)
+        return _without_ask(out, err, status)
+
+    async def _exec(
+        self, connection: asyncssh.SSHClientConnection, env: dict[str, str], stdin: bytes
+    ) -> tuple[bytes, bytes, int | None]:
+        """One exec of ``EXEC_COMMAND``: ``stdin`` written and ended at once (a login file
+        that reads stdin never waits), both streams read within one output budget."""
         # No pty: the script's stdout and stderr stay apart and no \r\n translation.
         process = await connection.create_process(EXEC_COMMAND, env=env, encoding=None)
-        feed = _StdinFeed(process, wrapped.encode())
         try:
-            if not env[SCRIPT_ENV]:
-                feed.send()
+            try:
+                process.stdin.write(stdin)
+                process.stdin.write_eof()
+            except BrokenPipeError:
+                # The session ended before its stdin could leave (the command could not
+                # start: E2BIG, or exited). Its output and exit status say which; it is not a
+                # connect error, which a caller may retry.
+                pass
             # Both streams share one budget; past it the channel is closed.
             budget = [self._endpoint.max_output_bytes]
             out, err = bytearray(), bytearray()
             failures: list[Exception] = []
             async with anyio.create_task_group() as group:
                 group.start_soon(_drain, process.stdout, out, budget, process, failures)
-                group.start_soon(
-                    partial(_drain, feed=feed), process.stderr, err, budget, process, failures
-                )
+                group.start_soon(_drain, process.stderr, err, budget, process, failures)
             if failures:  # raised here, not in the group: translated sees the bare error
                 raise failures[0]
             if budget[0] < 0:
                 raise output_too_large(self.name, self._endpoint.max_output_bytes)
             await process.wait_closed()
-            if feed.asked:
-                self._env_refused = True
-            return bytes(out), feed.strip(bytes(err)), process.exit_status
+            return bytes(out), bytes(err), process.exit_status
         finally:
             process.close()
 
@@ -195,39 +214,13 @@ class SshRemote(ClosingContext):
             await self._connection.wait_closed()
 
 
-class _StdinFeed:
-    """The wrapped script on the command's stdin: at once when the env request does not carry
-    it, else only when the server asks (``markers.STDIN_WANTED`` on stderr: it refused the env
-    request), so the script travels once."""
+# The line EXEC_COMMAND prints on stderr when the env request did not carry the script.
+_ASK = (STDIN_WANTED + "\n").encode()
 
-    _ASK = (STDIN_WANTED + "\n").encode()
 
-    def __init__(self, process: asyncssh.SSHClientProcess[bytes], script: bytes) -> None:
-        self._process, self._script = process, script
-        self.sent = self.asked = False
-
-    def send(self) -> None:
-        if self.sent:
-            return
-        self.sent = True
-        try:
-            self._process.stdin.write(self._script)
-            self._process.stdin.write_eof()
-        except BrokenPipeError:
-            # The session ended before its stdin could leave (the command could not start:
-            # E2BIG, or exited). Its output and exit status say which; it is not a connect
-            # error, which a caller may retry.
-            pass
-
-    def seen(self, stderr: bytes | bytearray) -> None:
-        """Send the script if the server asked for it in ``stderr`` (what came so far)."""
-        if not self.sent and self._ASK in stderr:
-            self.asked = True
-            self.send()
-
-    def strip(self, stderr: bytes) -> bytes:
-        """``stderr`` without the request line: it is ours, not the login shell's noise."""
-        return stderr.replace(self._ASK, b"", 1) if self.asked or self.sent else stderr
+def _without_ask(out: bytes, err: bytes, status: int | None) -> tuple[bytes, bytes, int | None]:
+    """The answer without EXEC_COMMAND's request line: it is ours, not the login shell's."""
+    return out, err.replace(_ASK, b"", 1), status
 
 
 async def _drain(
@@ -236,11 +229,8 @@ async def _drain(
     budget: list[int],
     process: asyncssh.SSHClientProcess[bytes],
     failures: list[Exception],
-    *,
-    feed: _StdinFeed | None = None,
 ) -> None:
     """Read ``stream`` to its end into ``sink``; past the budget, close the channel instead.
-    ``feed``: shown what came so far (stderr), to send the script when the server asks.
 
     Never holds more than the budget plus one chunk: asyncssh stops opening the channel's
     window while we do not read, so a flooding server is held back by flow control.
@@ -252,8 +242,6 @@ async def _drain(
                 process.close()  # the other stream then ends too
                 return
             sink += chunk
-            if feed is not None:
-                feed.seen(sink)
     except asyncssh.DisconnectError:
         return  # the exit status stays None: result_from_output reports a lost connection
     except (asyncssh.Error, OSError) as exc:
