@@ -165,7 +165,7 @@ CHANNEL_OPEN_PAUSE = 0.2
 
 
 def channel_refused(error: type[BaseException], *, sleep: Sleep = _sleep) -> AsyncRetrying:
-    """``error``: the transport's channel-refused exception (only remote/ssh.py knows it)."""
+    """``error``: the transport's channel-refused exception (only transport/ssh.py knows it)."""
     return AsyncRetrying(
         stop=stop_after_attempt(CHANNEL_OPEN_TRIES),
         wait=wait_fixed(CHANNEL_OPEN_PAUSE),

@@ -16,7 +16,7 @@ JOB_ID_RE = re.compile(rf"^{JOB_ID_ERE}\Z")
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]+\Z")
 # What runs a profile's jobs (interface.md section 2): sbatch, or a plain shell (no chaining).
 Executor = Literal["slurm", "shell"]
-# How the client reaches the login node (remote/__init__.py opens one or the other).
+# How the client reaches the login node (transport/connect.py opens one or the other).
 Transport = Literal["asyncssh", "openssh"]
 
 

@@ -2,8 +2,8 @@
 
 Frozen dataclasses, written to JSON by the one encoder in ``records.py``: field names are the
 document's keys unless a field says otherwise (``failures`` is ``"errors"`` on the wire).
-``orchestrator`` re-exports them, so ``from remote_chain.client.orchestrator import StatusResult``
-keeps working.
+Also doctor's findings (``Check``, ``DoctorFacts``), which ``execs/doctor`` reads from its exec's
+answer. The package's public API (``remote_chain/__init__``) names the ones users import.
 """
 
 from __future__ import annotations

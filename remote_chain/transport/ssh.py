@@ -187,7 +187,7 @@ class SshRemote(ClosingContext):
 
     async def start_shell(self) -> asyncssh.SSHClientProcess[bytes]:
         """A session channel running ``REMOTE_COMMAND`` as every exec does, left open: the
-        agent's persistent shell channel (``remote/shell.py``) feeds it requests on stdin."""
+        agent's persistent shell channel (``shell.py``) feeds it requests on stdin."""
         with translated(self._endpoint, "command", self._endpoint.command_timeout):
             connection = await self._live_connection()
             return await connection.create_process(REMOTE_COMMAND, encoding=None)
